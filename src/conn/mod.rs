@@ -1,0 +1,810 @@
+//! Connections and the raw callback API.
+//!
+//! A connection is a task. Readiness folds into its pending events; one worker at a time
+//! runs its round: open, read until a short read (calling `on_data` for each read), then
+//! flush everything the round produced in one vectored write. What the socket does not
+//! take waits in the connection's queue for writability; past the high watermark, reads
+//! pause until the queue drains to the low one. Buffers are borrowed for the round only.
+
+mod output;
+pub(crate) mod udp;
+
+use crate::buf::PooledBuf;
+use crate::exec::pool::Runnable;
+use crate::exec::state::SchedState;
+use crate::reactor::{Command, Loop, ReadyCtx, Source};
+use crate::runtime::Runtime;
+use crate::sys::{socket, Event, Interest};
+use output::Output;
+use std::any::Any;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Wake, Waker};
+
+/// Callbacks for a raw connection. They run on worker threads, one at a time per
+/// connection and in order; `data` is valid only during the call.
+pub trait Handler: Send + Sync + 'static {
+    /// The connection is established (accepted, or a dial completed).
+    fn on_open(&self, _conn: &Conn) {}
+    /// Bytes arrived. Anything sent from here goes out in the round's one write.
+    fn on_data(&self, conn: &Conn, data: &[u8]);
+    /// The peer finished sending (a half close). By default the connection is closed once
+    /// its queued output is flushed; override to keep writing.
+    fn on_eof(&self, conn: &Conn) {
+        conn.close();
+    }
+    /// The output queue drained to the low watermark after reaching the high one (use it
+    /// to resume a source held back with [`Conn::hold_reads`]).
+    fn on_drained(&self, _conn: &Conn) {}
+    /// A waker from [`Conn::waker`] was woken.
+    fn on_wake(&self, _conn: &Conn) {}
+    /// The connection is closed: the last callback. `err` says why, if it failed.
+    fn on_close(&self, _conn: &Conn, _err: Option<io::Error>) {}
+}
+
+impl<H: Handler + ?Sized> Handler for Arc<H> {
+    fn on_open(&self, conn: &Conn) {
+        (**self).on_open(conn)
+    }
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        (**self).on_data(conn, data)
+    }
+    fn on_eof(&self, conn: &Conn) {
+        (**self).on_eof(conn)
+    }
+    fn on_drained(&self, conn: &Conn) {
+        (**self).on_drained(conn)
+    }
+    fn on_wake(&self, conn: &Conn) {
+        (**self).on_wake(conn)
+    }
+    fn on_close(&self, conn: &Conn, err: Option<io::Error>) {
+        (**self).on_close(conn, err)
+    }
+}
+
+// Event bits (see SchedState).
+pub(crate) const EV_READ: u32 = 1 << 1;
+pub(crate) const EV_WRITE: u32 = 1 << 2;
+pub(crate) const EV_HUP: u32 = 1 << 3;
+pub(crate) const EV_CLOSE: u32 = 1 << 4;
+pub(crate) const EV_OPEN: u32 = 1 << 5;
+pub(crate) const EV_WAKE: u32 = 1 << 6;
+pub(crate) const EV_RESUME: u32 = 1 << 7;
+pub(crate) const EV_FLUSH: u32 = 1 << 8;
+pub(crate) const EV_ABORT: u32 = 1 << 9;
+
+// Flags readable without the I/O lock.
+const F_HELD: u32 = 1; // the user holds reads
+const F_PAUSED: u32 = 1 << 1; // over the watermark or the pending budget
+const F_CLOSING: u32 = 1 << 2; // close after flushing
+const F_EOF: u32 = 1 << 3; // the peer's EOF was delivered
+const F_READ_PENDING: u32 = 1 << 4; // reading stopped before the socket was drained
+const F_CONNECTING: u32 = 1 << 5; // a dial in progress
+const F_OPENED: u32 = 1 << 6;
+const F_OVER_HIGH: u32 = 1 << 7; // reached the high watermark (on_drained owed)
+const F_SHUT_WR: u32 = 1 << 8; // shutdown_write requested
+
+/// How many rounds a connection runs back to back before letting others go first.
+const ROUNDS_PER_TURN: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Tcp,
+    Unix,
+    Udp,
+}
+
+pub(crate) struct ConnInner {
+    state: SchedState,
+    flags: AtomicU32,
+    rt: Arc<Runtime>,
+    lp: Arc<Loop>,
+    token: AtomicU64,
+    fd: RawFd,
+    kind: Kind,
+    handler: Mutex<Arc<dyn Handler>>,
+    io: Mutex<Io>,
+    peer: Option<SocketAddr>,
+    local: Option<SocketAddr>,
+    context: Mutex<Option<Box<dyn Any + Send + Sync>>>,
+    udp: Option<udp::PeerLink>,
+}
+
+struct Io {
+    /// The descriptor, owned until close (None for UDP peers, which share their socket).
+    fd: Option<OwnedFd>,
+    open: bool,
+    in_round: bool,
+    out: Output,
+}
+
+/// A connection handle: cheap to clone, usable from any thread.
+#[derive(Clone)]
+pub struct Conn {
+    pub(crate) inner: Arc<ConnInner>,
+}
+
+impl fmt::Debug for Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn")
+            .field("fd", &self.inner.fd)
+            .field("peer", &self.inner.peer)
+            .field("kind", &self.inner.kind)
+            .finish()
+    }
+}
+
+impl ConnInner {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        rt: Arc<Runtime>,
+        lp: Arc<Loop>,
+        fd: Option<OwnedFd>,
+        raw: RawFd,
+        kind: Kind,
+        handler: Arc<dyn Handler>,
+        peer: Option<SocketAddr>,
+        local: Option<SocketAddr>,
+        udp: Option<udp::PeerLink>,
+        initial: u32,
+    ) -> Arc<ConnInner> {
+        rt.conn_opened();
+        Arc::new(ConnInner {
+            state: SchedState::new(),
+            flags: AtomicU32::new(if initial & EV_OPEN == 0 {
+                F_CONNECTING
+            } else {
+                0
+            }),
+            rt,
+            lp,
+            token: AtomicU64::new(u64::MAX),
+            fd: raw,
+            kind,
+            handler: Mutex::new(handler),
+            io: Mutex::new(Io {
+                fd,
+                open: true,
+                in_round: false,
+                out: Output::default(),
+            }),
+            peer,
+            local,
+            context: Mutex::new(None),
+            udp,
+        })
+    }
+
+    #[inline]
+    fn flag(&self, f: u32) -> bool {
+        self.flags.load(Ordering::Acquire) & f != 0
+    }
+
+    #[inline]
+    fn set(&self, f: u32) {
+        self.flags.fetch_or(f, Ordering::AcqRel);
+    }
+
+    #[inline]
+    fn clear(&self, f: u32) {
+        self.flags.fetch_and(!f, Ordering::AcqRel);
+    }
+
+    /// Records events and schedules the connection if it was idle.
+    #[inline]
+    pub(crate) fn notify(self: &Arc<Self>, bits: u32) {
+        if self.state.notify(bits) {
+            self.rt.pool.schedule(self.clone());
+        }
+    }
+
+    fn reads_blocked(&self) -> bool {
+        self.flag(F_HELD | F_PAUSED | F_CLOSING | F_EOF | F_CONNECTING)
+    }
+
+    /// Calls a handler callback, turning a panic into a closed connection.
+    fn call(&self, conn: &Conn, what: &str, f: impl FnOnce()) -> bool {
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(()) => true,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str()))
+                    .unwrap_or("..");
+                tracing::error!(
+                    callback = what,
+                    panic = msg,
+                    "a connection handler panicked"
+                );
+                self.close_now(
+                    conn,
+                    Some(io::Error::other(format!(
+                        "handler panicked in {what}: {msg}"
+                    ))),
+                );
+                false
+            }
+        }
+    }
+
+    fn round(self: &Arc<Self>, ev: u32) {
+        let conn = Conn {
+            inner: self.clone(),
+        };
+        {
+            let mut io = self.io.lock().unwrap();
+            if !io.open {
+                return;
+            }
+            io.in_round = true;
+        }
+        if ev & EV_ABORT != 0 {
+            let e = io::Error::new(io::ErrorKind::ConnectionAborted, "the engine shut down");
+            return self.close_now(&conn, Some(e));
+        }
+        let handler = self.handler.lock().unwrap().clone();
+        let mut err = None;
+
+        if self.flag(F_CONNECTING) && ev & (EV_WRITE | EV_HUP | EV_READ) != 0 {
+            match socket::take_error(self.fd) {
+                Ok(None) if ev & EV_HUP == 0 || ev & EV_WRITE != 0 => {
+                    self.clear(F_CONNECTING);
+                }
+                Ok(Some(e)) | Err(e) => return self.close_now(&conn, Some(e)),
+                Ok(None) => {
+                    return self.close_now(&conn, Some(io::ErrorKind::ConnectionRefused.into()))
+                }
+            }
+        }
+        if !self.flag(F_CONNECTING | F_OPENED) {
+            self.set(F_OPENED);
+            if !self.call(&conn, "on_open", || handler.on_open(&conn)) {
+                return;
+            }
+        }
+        if ev & EV_WAKE != 0 && !self.call(&conn, "on_wake", || handler.on_wake(&conn)) {
+            return;
+        }
+        if ev & EV_CLOSE != 0 {
+            self.set(F_CLOSING);
+        }
+
+        if self.kind == Kind::Udp {
+            if !self.udp_round(&conn, &handler) {
+                return;
+            }
+        } else if ev & (EV_READ | EV_HUP | EV_RESUME | EV_OPEN) != 0 || self.flag(F_READ_PENDING) {
+            match self.read_round(&conn, &handler) {
+                ReadEnd::Open => {}
+                ReadEnd::Eof => {
+                    if !self.call(&conn, "on_eof", || handler.on_eof(&conn)) {
+                        return;
+                    }
+                }
+                ReadEnd::Error(e) => err = Some(e),
+                ReadEnd::Closed => return,
+            }
+        }
+        if err.is_none() && ev & EV_HUP != 0 && self.flag(F_HELD | F_PAUSED) {
+            // Hang-up while we are not reading: learn why now rather than never.
+            if let Ok(Some(e)) = socket::take_error(self.fd) {
+                err = Some(e);
+            }
+        }
+        if let Some(e) = err {
+            return self.close_now(&conn, Some(e));
+        }
+        self.end_round(&conn, &handler);
+    }
+
+    fn read_round(&self, conn: &Conn, handler: &Arc<dyn Handler>) -> ReadEnd {
+        let mut buf = PooledBuf::take(self.rt.config.read_buffer_size);
+        loop {
+            if self.reads_blocked() {
+                if !self.flag(F_EOF | F_CLOSING) {
+                    self.set(F_READ_PENDING);
+                }
+                return ReadEnd::Open;
+            }
+            match socket::read(self.fd, &mut buf) {
+                Ok(0) => {
+                    self.clear(F_READ_PENDING);
+                    self.set(F_EOF);
+                    return ReadEnd::Eof;
+                }
+                Ok(n) => {
+                    self.clear(F_READ_PENDING);
+                    if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
+                        return ReadEnd::Closed;
+                    }
+                    if n < buf.len() {
+                        return ReadEnd::Open;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.clear(F_READ_PENDING);
+                    return ReadEnd::Open;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return ReadEnd::Error(e),
+            }
+        }
+    }
+
+    /// Flushes the round's output, applies the watermarks, closes if asked, re-arms.
+    fn end_round(self: &Arc<Self>, conn: &Conn, handler: &Arc<dyn Handler>) {
+        let cfg = &self.rt.config;
+        let mut io = self.io.lock().unwrap();
+        io.in_round = false;
+        if !io.open {
+            return;
+        }
+        let before = io.out.queued();
+        let flushed = if self.flag(F_CONNECTING) {
+            Ok(())
+        } else {
+            self.flush(&mut io)
+        };
+        let queued = io.out.queued();
+        self.account(before, queued);
+        if let Err(e) = flushed {
+            drop(io);
+            return self.close_now(conn, Some(e));
+        }
+        let mut drained = false;
+        let over_budget = cfg
+            .max_pending_bytes
+            .is_some_and(|max| queued > 0 && self.rt.pending_bytes.load(Ordering::Relaxed) > max);
+        if queued > cfg.write_high_watermark || over_budget {
+            self.set(F_PAUSED | F_OVER_HIGH);
+        } else if queued <= cfg.write_low_watermark {
+            if self.flag(F_PAUSED) {
+                self.clear(F_PAUSED);
+                // ET will not report data that arrived while paused: read it now.
+                self.state.notify(EV_RESUME);
+            }
+            if self.flag(F_OVER_HIGH) {
+                self.clear(F_OVER_HIGH);
+                drained = true;
+            }
+        }
+        if queued == 0 {
+            if self.flag(F_CLOSING) {
+                drop(io);
+                return self.close_now(conn, None);
+            }
+            if self.flag(F_SHUT_WR) {
+                self.clear(F_SHUT_WR);
+                if let Err(e) = socket::shutdown_write(self.fd) {
+                    tracing::debug!(error = %e, "shutdown(SHUT_WR) failed");
+                }
+            }
+        }
+        let interest = Interest {
+            readable: !self.reads_blocked() || self.flag(F_CONNECTING),
+            writable: queued > 0 || self.flag(F_CONNECTING),
+        };
+        drop(io);
+        if self.kind != Kind::Udp {
+            self.lp
+                .rearm(self.fd, self.token.load(Ordering::Acquire), interest);
+        }
+        if drained {
+            self.call(conn, "on_drained", || handler.on_drained(conn));
+        }
+    }
+
+    /// Writes queued output now; keeps the rest queued. Only `WouldBlock` leaves data behind.
+    fn flush(&self, io: &mut Io) -> io::Result<()> {
+        match self.kind {
+            Kind::Udp => {
+                if let Some(link) = &self.udp {
+                    link.send_all(&mut io.out);
+                }
+                Ok(())
+            }
+            _ => io.out.write_to(self.fd),
+        }
+    }
+
+    fn account(&self, before: usize, after: usize) {
+        if after > before {
+            self.rt
+                .pending_bytes
+                .fetch_add(after - before, Ordering::Relaxed);
+        } else if before > after {
+            self.rt
+                .pending_bytes
+                .fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes at once: the handler's `on_close`, then the loop drops the descriptor.
+    fn close_now(&self, conn: &Conn, err: Option<io::Error>) {
+        let fd = {
+            let mut io = self.io.lock().unwrap();
+            if !io.open {
+                return;
+            }
+            io.open = false;
+            io.in_round = false;
+            let before = io.out.queued();
+            io.out.clear();
+            self.account(before, 0);
+            io.fd.take()
+        };
+        self.set(F_CLOSING);
+        let handler = self.handler.lock().unwrap().clone();
+        if catch_unwind(AssertUnwindSafe(|| handler.on_close(conn, err))).is_err() {
+            tracing::error!("a connection handler panicked in on_close");
+        }
+        if let Some(fd) = fd {
+            self.lp
+                .send(Command::Close(self.token.load(Ordering::Acquire), fd));
+        }
+        if let Some(link) = &self.udp {
+            link.forget();
+        }
+        *self.context.lock().unwrap() = None;
+        self.rt.conn_closed();
+    }
+
+    fn udp_round(&self, conn: &Conn, handler: &Arc<dyn Handler>) -> bool {
+        let Some(link) = &self.udp else { return true };
+        while !self.flag(F_HELD | F_CLOSING) {
+            let Some(d) = link.next_datagram() else { break };
+            if !self.call(conn, "on_data", || handler.on_data(conn, &d)) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+enum ReadEnd {
+    Open,
+    Eof,
+    Error(io::Error),
+    /// A callback panicked and the connection is gone.
+    Closed,
+}
+
+impl Runnable for ConnInner {
+    fn run(self: Arc<Self>) {
+        for _ in 0..ROUNDS_PER_TURN {
+            let ev = self.state.take();
+            self.round(ev);
+            if self.state.try_idle() {
+                return;
+            }
+        }
+        let pool = self.rt.pool.clone();
+        pool.yield_job(self);
+    }
+}
+
+impl Source for ConnInner {
+    fn ready(&self, ev: Event, _ctx: &mut ReadyCtx<'_>) {
+        let mut bits = 0;
+        if ev.readable {
+            bits |= EV_READ;
+        }
+        if ev.writable {
+            bits |= EV_WRITE;
+        }
+        if ev.closed {
+            bits |= EV_HUP;
+        }
+        if bits != 0 && self.state.notify(bits) {
+            // The loop holds the only other reference path; rebuild the Arc from the slab's.
+            self.rt.pool.schedule(self.self_arc());
+        }
+    }
+
+    fn registered(&self, token: u64) {
+        self.token.store(token, Ordering::Release);
+        if !self.flag(F_CONNECTING) {
+            // Accepted: run on_open (and read what may already be there) now that the
+            // loop knows the descriptor, so a close can never race its registration.
+            self.self_arc().notify(EV_OPEN | EV_READ);
+        }
+    }
+
+    fn abort(&self) {
+        self.self_arc().notify(EV_ABORT);
+    }
+
+    fn interest(&self) -> Interest {
+        if self.flag(F_CONNECTING) {
+            Interest::BOTH
+        } else {
+            Interest::READ
+        }
+    }
+}
+
+impl ConnInner {
+    /// A new strong reference from `&self` (every ConnInner lives in an Arc).
+    fn self_arc(&self) -> Arc<ConnInner> {
+        let ptr = self as *const ConnInner;
+        // SAFETY: ConnInner values are only ever created inside an Arc (ConnInner::new), and
+        // `self` is borrowed from a live Arc, so bumping the count and rebuilding one is sound.
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Arc::from_raw(ptr)
+        }
+    }
+}
+
+/// Wakes a connection's `on_wake`.
+struct ConnWaker(Arc<ConnInner>);
+
+impl Wake for ConnWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.notify(EV_WAKE)
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.notify(EV_WAKE)
+    }
+}
+
+impl Conn {
+    /// Sends `data`. Inside a callback it joins the round's single write; elsewhere it is
+    /// written now if the socket takes it, and queued otherwise.
+    pub fn send(&self, data: &[u8]) -> io::Result<()> {
+        self.send_vectored(&[IoSlice::new(data)])
+    }
+
+    /// Sends several buffers as one (gathered into the round's write).
+    pub fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
+        let inner = &self.inner;
+        let mut io = inner.io.lock().unwrap();
+        if !io.open || inner.flag(F_CLOSING) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the connection is closed",
+            ));
+        }
+        let before = io.out.queued();
+        if inner.kind == Kind::Udp {
+            for b in bufs {
+                io.out.push_datagram(b);
+            }
+        } else {
+            io.out.push_bytes(bufs);
+        }
+        if io.in_round {
+            inner.account(before, io.out.queued());
+            return Ok(());
+        }
+        // Outside a round: let the connection's task write it, keeping the order of output
+        // and the watermark logic in one place.
+        inner.account(before, io.out.queued());
+        drop(io);
+        inner.notify(EV_FLUSH);
+        Ok(())
+    }
+
+    /// Sends `len` bytes of `file` starting at `offset`, with sendfile(2) where available.
+    pub fn send_file(&self, file: &File, offset: u64, len: u64) -> io::Result<()> {
+        let inner = &self.inner;
+        if inner.kind == Kind::Udp {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "send_file on a UDP peer",
+            ));
+        }
+        let file = file.try_clone()?;
+        let mut io = inner.io.lock().unwrap();
+        if !io.open || inner.flag(F_CLOSING) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the connection is closed",
+            ));
+        }
+        let before = io.out.queued();
+        io.out.push_file(file, offset, len);
+        inner.account(before, io.out.queued());
+        let in_round = io.in_round;
+        drop(io);
+        if !in_round {
+            inner.notify(EV_FLUSH);
+        }
+        Ok(())
+    }
+
+    /// Closes the connection once its queued output is written.
+    pub fn close(&self) {
+        self.inner.set(F_CLOSING);
+        self.inner.notify(EV_CLOSE);
+    }
+
+    /// Half close: no more output after what is queued (the peer sees EOF); reads go on.
+    pub fn shutdown_write(&self) {
+        self.inner.set(F_SHUT_WR);
+        self.inner.notify(EV_FLUSH);
+    }
+
+    /// Stops reading from this connection (flow control) until [`Conn::resume_reads`].
+    pub fn hold_reads(&self) {
+        self.inner.set(F_HELD);
+    }
+
+    /// Resumes reading after [`Conn::hold_reads`].
+    pub fn resume_reads(&self) {
+        self.inner.clear(F_HELD);
+        self.inner.notify(EV_RESUME);
+    }
+
+    /// True if reads are held by [`Conn::hold_reads`].
+    pub fn reads_held(&self) -> bool {
+        self.inner.flag(F_HELD)
+    }
+
+    /// Bytes of output queued and not yet written.
+    pub fn queued_bytes(&self) -> usize {
+        self.inner.io.lock().unwrap().out.queued()
+    }
+
+    /// True until the connection is closed.
+    pub fn is_open(&self) -> bool {
+        self.inner.io.lock().unwrap().open
+    }
+
+    /// The peer's address (None for Unix sockets).
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.inner.peer
+    }
+
+    /// The local address (None for Unix sockets).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.inner.local
+    }
+
+    /// The raw descriptor (the shared socket for UDP peers).
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.inner.fd
+    }
+
+    /// Stores per-connection user data, replacing what was there.
+    pub fn set_context<T: Any + Send + Sync>(&self, value: T) {
+        *self.inner.context.lock().unwrap() = Some(Box::new(value));
+    }
+
+    /// Runs `f` on the per-connection user data of type `T` (None if absent or of
+    /// another type).
+    pub fn with_context<T: Any + Send + Sync, R>(&self, f: impl FnOnce(Option<&mut T>) -> R) -> R {
+        let mut ctx = self.inner.context.lock().unwrap();
+        f(ctx.as_mut().and_then(|b| b.downcast_mut::<T>()))
+    }
+
+    /// Removes and returns the user data if it is a `T`.
+    pub fn take_context<T: Any + Send + Sync>(&self) -> Option<T> {
+        let mut ctx = self.inner.context.lock().unwrap();
+        match ctx.take()?.downcast::<T>() {
+            Ok(b) => Some(*b),
+            Err(other) => {
+                *ctx = Some(other);
+                None
+            }
+        }
+    }
+
+    /// Replaces the connection's handler; the next callback goes to the new one.
+    pub fn set_handler(&self, handler: impl Handler) {
+        *self.inner.handler.lock().unwrap() = Arc::new(handler);
+    }
+
+    /// A waker that schedules this connection's `on_wake` (for futures a handler polls).
+    pub fn waker(&self) -> Waker {
+        Waker::from(Arc::new(ConnWaker(self.inner.clone())))
+    }
+
+    /// Starts a non-blocking TCP connect; `handler.on_open` runs once it completes, or
+    /// `on_close` with the error if it fails. Output sent before that is queued.
+    pub fn dial(
+        engine: &crate::Engine,
+        addr: SocketAddr,
+        handler: impl Handler,
+    ) -> io::Result<Conn> {
+        Conn::dial_on(engine.runtime(), addr, Arc::new(handler))
+    }
+
+    pub(crate) fn dial_on(
+        rt: &Arc<Runtime>,
+        addr: SocketAddr,
+        handler: Arc<dyn Handler>,
+    ) -> io::Result<Conn> {
+        crate::reactor::ensure_running(rt)?;
+        let fd = socket::tcp_connect(addr)?;
+        let raw = fd.as_raw_fd();
+        let lp = crate::reactor::pick(rt).clone();
+        let local = socket::local_addr(raw);
+        let inner = ConnInner::new(
+            rt.clone(),
+            lp.clone(),
+            Some(fd),
+            raw,
+            Kind::Tcp,
+            handler,
+            Some(addr),
+            local,
+            None,
+            0,
+        );
+        lp.send(Command::Register(raw, inner.clone()));
+        Ok(Conn { inner })
+    }
+}
+
+/// Accepts connections on one listening socket (runs on its loop).
+pub(crate) struct Listener {
+    pub fd: OwnedFd,
+    pub kind: Kind,
+    pub handler: Arc<dyn Handler>,
+}
+
+impl Source for Listener {
+    fn ready(&self, _ev: Event, ctx: &mut ReadyCtx<'_>) {
+        let rt = ctx.rt.clone();
+        let lfd = self.fd.as_raw_fd();
+        // Accept a bounded batch per event so one busy listener cannot starve the loop;
+        // with edge triggering, a full batch re-queues itself.
+        for _ in 0..256 {
+            match socket::accept(lfd) {
+                Ok((fd, peer)) => {
+                    let raw = fd.as_raw_fd();
+                    if self.kind == Kind::Tcp && rt.config.tcp_nodelay {
+                        let _ = socket::set_nodelay(raw);
+                    }
+                    let local = if self.kind == Kind::Tcp {
+                        socket::local_addr(raw)
+                    } else {
+                        None
+                    };
+                    let lp = crate::reactor::pick(&rt).clone();
+                    let same = Arc::ptr_eq(&lp, ctx.lp);
+                    let inner = ConnInner::new(
+                        rt.clone(),
+                        lp.clone(),
+                        Some(fd),
+                        raw,
+                        self.kind,
+                        self.handler.clone(),
+                        peer,
+                        local,
+                        None,
+                        EV_OPEN,
+                    );
+                    if same {
+                        ctx.register(raw, inner);
+                    } else {
+                        lp.send(Command::Register(raw, inner));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNABORTED) | Some(libc::EPROTO)
+                    ) => {}
+                Err(e) => {
+                    // EMFILE, ENFILE, ENOBUFS, ENOMEM: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed; retrying in 50 ms");
+                    ctx.retry_at(std::time::Instant::now() + std::time::Duration::from_millis(50));
+                    return;
+                }
+            }
+        }
+        ctx.retry_at(std::time::Instant::now());
+    }
+}

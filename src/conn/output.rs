@@ -1,0 +1,257 @@
+//! A connection's output: what the round corked plus what earlier rounds left queued.
+//!
+//! Small sends are appended to a pooled buffer, so a round's responses usually leave in
+//! one contiguous write. Whatever the socket does not take is moved into exact-size owned
+//! chunks, so the pooled buffer goes back and a backed-up connection holds only its data.
+
+use crate::buf::PooledBuf;
+use crate::sys::socket;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, RawFd};
+
+/// Sends at least this large are copied into their own chunk instead of the cork.
+const CORK_SIZE: usize = 16 * 1024;
+/// Most buffers gathered into one vectored write.
+const MAX_IOVECS: usize = 64;
+
+enum Data {
+    Pooled(PooledBuf),
+    Owned(Vec<u8>),
+}
+
+impl Data {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Data::Pooled(b) => b,
+            Data::Owned(v) => v,
+        }
+    }
+}
+
+enum Chunk {
+    Bytes {
+        data: Data,
+        pos: usize,
+    },
+    File {
+        file: File,
+        offset: u64,
+        remaining: u64,
+    },
+    Datagram(Vec<u8>),
+}
+
+#[derive(Default)]
+pub(crate) struct Output {
+    chunks: VecDeque<Chunk>,
+    queued: usize,
+}
+
+impl Output {
+    /// Bytes not yet written.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    pub fn clear(&mut self) {
+        self.chunks = VecDeque::new();
+        self.queued = 0;
+    }
+
+    pub fn push_bytes(&mut self, bufs: &[IoSlice<'_>]) {
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        if total == 0 {
+            return;
+        }
+        self.queued += total;
+        if let Some(Chunk::Bytes {
+            data: Data::Pooled(cork),
+            ..
+        }) = self.chunks.back_mut()
+        {
+            let v = cork.vec_mut();
+            if v.capacity() - v.len() >= total {
+                for b in bufs {
+                    v.extend_from_slice(b);
+                }
+                return;
+            }
+        }
+        let data = if total < CORK_SIZE {
+            let mut cork = PooledBuf::take_empty(CORK_SIZE);
+            for b in bufs {
+                cork.vec_mut().extend_from_slice(b);
+            }
+            Data::Pooled(cork)
+        } else {
+            let mut v = Vec::with_capacity(total);
+            for b in bufs {
+                v.extend_from_slice(b);
+            }
+            Data::Owned(v)
+        };
+        self.chunks.push_back(Chunk::Bytes { data, pos: 0 });
+    }
+
+    pub fn push_file(&mut self, file: File, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        self.queued += len as usize;
+        self.chunks.push_back(Chunk::File {
+            file,
+            offset,
+            remaining: len,
+        });
+    }
+
+    pub fn push_datagram(&mut self, d: &[u8]) {
+        self.queued += d.len();
+        self.chunks.push_back(Chunk::Datagram(d.to_vec()));
+    }
+
+    /// Takes the queued datagrams (UDP peers).
+    pub fn take_datagrams(&mut self) -> Vec<Vec<u8>> {
+        self.queued = 0;
+        std::mem::take(&mut self.chunks)
+            .into_iter()
+            .filter_map(|c| match c {
+                Chunk::Datagram(d) => Some(d),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Writes until everything is out or the socket would block. Errors other than
+    /// `WouldBlock` are returned (the connection is then broken).
+    pub fn write_to(&mut self, fd: RawFd) -> io::Result<()> {
+        let res = self.write_loop(fd);
+        if !self.chunks.is_empty() {
+            self.release_pooled();
+        }
+        res
+    }
+
+    fn write_loop(&mut self, fd: RawFd) -> io::Result<()> {
+        loop {
+            match self.chunks.front_mut() {
+                None => return Ok(()),
+                Some(Chunk::File {
+                    file,
+                    offset,
+                    remaining,
+                }) => {
+                    let want = (*remaining).min(1 << 30) as usize;
+                    match socket::sendfile(fd, file.as_raw_fd(), offset, want) {
+                        Ok(0) => {
+                            // The file is shorter than promised: the peer can never get the rest.
+                            return Err(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                "file ended before the length given to send_file",
+                            ));
+                        }
+                        Ok(n) => {
+                            *remaining -= n as u64;
+                            self.queued -= n;
+                            if *remaining == 0 {
+                                self.chunks.pop_front();
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Some(Chunk::Datagram(_)) => {
+                    return Err(io::Error::other("datagram queued on a stream connection"));
+                }
+                Some(Chunk::Bytes { .. }) => {
+                    let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
+                    let mut n = 0;
+                    for c in self.chunks.iter() {
+                        match c {
+                            Chunk::Bytes { data, pos } if n < MAX_IOVECS => {
+                                iov[n] = IoSlice::new(&data.bytes()[*pos..]);
+                                n += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    let wanted: usize = iov[..n].iter().map(|b| b.len()).sum();
+                    match socket::send_vectored(fd, &iov[..n]) {
+                        Ok(written) => {
+                            self.advance(written);
+                            if written < wanted {
+                                // A short write means the socket buffer is full.
+                                return Ok(());
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        self.queued -= n;
+        while n > 0 {
+            let Some(Chunk::Bytes { data, pos }) = self.chunks.front_mut() else {
+                return;
+            };
+            let left = data.bytes().len() - *pos;
+            if n >= left {
+                n -= left;
+                self.chunks.pop_front();
+            } else {
+                *pos += n;
+                n = 0;
+            }
+        }
+    }
+
+    /// Copies leftovers out of pooled buffers so those go back to the pool.
+    fn release_pooled(&mut self) {
+        for c in self.chunks.iter_mut() {
+            if let Chunk::Bytes {
+                data: data @ Data::Pooled(_),
+                pos,
+            } = c
+            {
+                let rest = data.bytes()[*pos..].to_vec();
+                *data = Data::Owned(rest);
+                *pos = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_sends_share_one_buffer() {
+        let mut o = Output::default();
+        o.push_bytes(&[IoSlice::new(b"ab")]);
+        o.push_bytes(&[IoSlice::new(b"cd"), IoSlice::new(b"e")]);
+        assert_eq!(o.queued(), 5);
+        assert_eq!(o.chunks.len(), 1);
+        o.push_bytes(&[IoSlice::new(&vec![1u8; 20_000])]);
+        assert_eq!(o.chunks.len(), 2);
+        o.advance(3);
+        assert_eq!(o.queued(), 20_002);
+        o.release_pooled();
+        match &o.chunks[0] {
+            Chunk::Bytes {
+                data: Data::Owned(v),
+                pos: 0,
+            } => assert_eq!(v, b"de"),
+            _ => panic!("leftover should be owned"),
+        }
+    }
+}

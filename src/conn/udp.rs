@@ -1,0 +1,212 @@
+//! UDP: one shared socket read by its loop in batches, one logical connection per peer.
+//!
+//! The loop reads datagrams with recvmmsg, finds (or creates) the peer's connection and
+//! queues the datagram in its inbox; the peer's round hands each to `on_data`. A peer's
+//! sends are batched with sendmmsg at the end of its round. Peers that stay silent for
+//! `udp_peer_idle_timeout` are closed; at most `udp_max_peers` are tracked at once.
+
+use super::{ConnInner, Handler, Kind, EV_CLOSE, EV_OPEN, EV_READ};
+use crate::conn::output::Output;
+use crate::reactor::{ReadyCtx, Source};
+use crate::sys::{socket, Event, Interest};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// Datagrams read per recvmmsg call.
+const BATCH: usize = 16;
+/// Largest datagram accepted (the UDP maximum payload).
+const MAX_DATAGRAM: usize = 65_536;
+/// Most datagrams waiting in one peer's inbox; more are dropped (UDP may lose them anyway).
+const MAX_INBOX: usize = 1024;
+
+pub(crate) struct UdpSocketSource {
+    fd: OwnedFd,
+    handler: Arc<dyn Handler>,
+    peers: Mutex<HashMap<SocketAddr, Arc<ConnInner>>>,
+    bufs: Mutex<Vec<Vec<u8>>>,
+    /// When the next idle sweep is due and when the armed retry fires (ms since epoch).
+    sweep_at: AtomicU64,
+    retry_at: AtomicU64,
+    epoch: Instant,
+    me: Weak<UdpSocketSource>,
+}
+
+impl UdpSocketSource {
+    pub fn new(fd: OwnedFd, handler: Arc<dyn Handler>) -> Arc<UdpSocketSource> {
+        Arc::new_cyclic(|me| UdpSocketSource {
+            fd,
+            handler,
+            peers: Mutex::new(HashMap::new()),
+            bufs: Mutex::new(Vec::new()),
+            sweep_at: AtomicU64::new(0),
+            retry_at: AtomicU64::new(0),
+            epoch: Instant::now(),
+            me: me.clone(),
+        })
+    }
+
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn sweep(&self, idle: Duration) {
+        let cutoff = self.now_ms().saturating_sub(idle.as_millis() as u64);
+        let peers = self.peers.lock().unwrap();
+        for conn in peers.values() {
+            if let Some(link) = &conn.udp {
+                if link.last_active.load(Ordering::Relaxed) < cutoff {
+                    conn.notify(EV_CLOSE);
+                }
+            }
+        }
+    }
+}
+
+/// A peer connection's tie to its shared socket.
+pub(crate) struct PeerLink {
+    socket: Arc<UdpSocketSource>,
+    peer: SocketAddr,
+    inbox: Mutex<VecDeque<Vec<u8>>>,
+    last_active: AtomicU64,
+}
+
+impl PeerLink {
+    pub fn next_datagram(&self) -> Option<Vec<u8>> {
+        self.inbox.lock().unwrap().pop_front()
+    }
+
+    /// Sends every queued datagram to the peer; what the socket refuses is dropped, as UDP may.
+    pub fn send_all(&self, out: &mut Output) {
+        let datagrams = out.take_datagrams();
+        if datagrams.is_empty() {
+            return;
+        }
+        let refs: Vec<&[u8]> = datagrams.iter().map(|d| d.as_slice()).collect();
+        match socket::send_batch(self.socket.fd.as_raw_fd(), self.peer, &refs) {
+            Ok(n) if n < refs.len() => {
+                tracing::debug!(dropped = refs.len() - n, "UDP send buffer full")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, peer = %self.peer, "UDP send failed"),
+        }
+    }
+
+    /// Removes this peer from its socket's table (on close).
+    pub fn forget(&self) {
+        let mut peers = self.socket.peers.lock().unwrap();
+        if peers
+            .get(&self.peer)
+            .is_some_and(|c| c.udp.as_ref().is_some_and(|l| std::ptr::eq(l, self)))
+        {
+            peers.remove(&self.peer);
+        }
+    }
+}
+
+impl Source for UdpSocketSource {
+    fn ready(&self, _ev: Event, ctx: &mut ReadyCtx<'_>) {
+        let cfg = &ctx.rt.config;
+        let Some(me) = self.me.upgrade() else { return };
+        let mut bufs = self.bufs.lock().unwrap();
+        if bufs.is_empty() {
+            bufs.extend((0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]));
+        }
+        let mut got = Vec::with_capacity(BATCH);
+        // Bounded per event so one flooded socket cannot starve the loop.
+        for _ in 0..64 {
+            got.clear();
+            match socket::recv_batch(self.fd.as_raw_fd(), &mut bufs, &mut got) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e, "UDP receive failed");
+                    break;
+                }
+            }
+            let now = self.now_ms();
+            for (i, d) in got.iter().enumerate() {
+                let Some(from) = d.from else { continue };
+                let mut peers = self.peers.lock().unwrap();
+                let conn = match peers.get(&from) {
+                    Some(c) => c.clone(),
+                    None => {
+                        if peers.len() >= cfg.udp_max_peers {
+                            tracing::debug!(peer = %from, "UDP peer table full; datagram dropped");
+                            continue;
+                        }
+                        let link = PeerLink {
+                            socket: me.clone(),
+                            peer: from,
+                            inbox: Mutex::new(VecDeque::new()),
+                            last_active: AtomicU64::new(now),
+                        };
+                        let c = ConnInner::new(
+                            ctx.rt.clone(),
+                            ctx.lp.clone(),
+                            None,
+                            self.fd.as_raw_fd(),
+                            Kind::Udp,
+                            self.handler.clone(),
+                            Some(from),
+                            socket::local_addr(self.fd.as_raw_fd()),
+                            Some(link),
+                            EV_OPEN,
+                        );
+                        peers.insert(from, c.clone());
+                        c
+                    }
+                };
+                drop(peers);
+                let link = conn.udp.as_ref().unwrap();
+                link.last_active.store(now, Ordering::Relaxed);
+                {
+                    let mut inbox = link.inbox.lock().unwrap();
+                    if inbox.len() < MAX_INBOX {
+                        inbox.push_back(bufs[i][..d.len].to_vec());
+                    }
+                }
+                conn.notify(EV_READ);
+            }
+            if got.len() < bufs.len() {
+                break;
+            }
+        }
+        drop(bufs);
+        // Sweep idle peers at most every half timeout, and keep one retry armed for that
+        // while there are peers (the loop's retry is a synthetic readable event).
+        let now = self.now_ms();
+        let half = (cfg.udp_peer_idle_timeout / 2).max(Duration::from_millis(1));
+        if now >= self.sweep_at.load(Ordering::Relaxed) {
+            self.sweep(cfg.udp_peer_idle_timeout);
+            self.sweep_at
+                .store(now + half.as_millis() as u64, Ordering::Relaxed);
+        }
+        let has_peers = !self.peers.lock().unwrap().is_empty();
+        if has_peers && now >= self.retry_at.load(Ordering::Relaxed) {
+            self.retry_at
+                .store(now + half.as_millis() as u64, Ordering::Relaxed);
+            ctx.retry_at(Instant::now() + half);
+        }
+        ctx.lp
+            .rearm(self.fd.as_raw_fd(), ctx.token(), Interest::READ);
+    }
+
+    fn interest(&self) -> Interest {
+        Interest::READ
+    }
+
+    fn abort(&self) {
+        for conn in self.peers.lock().unwrap().values() {
+            conn.notify(super::EV_ABORT);
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The worker pool: OS threads that run tasks, park LIFO when idle, and are replaced when
+//! one gets stuck inside a single task.
+//!
+//! Queueing: one shared FIFO queue plus a per-worker "next" slot. A task woken by the task
+//! running on a worker goes into that worker's next slot and runs right after it, with no
+//! wake-up at all (the common hand-off). Everything else goes to the shared queue. The
+//! queue and the stack of idle workers sit under one lock, so a worker can never park
+//! while work it should have seen waits in the queue.
+//!
+//! Wake-ups: a submission wakes at most one idle worker; a worker that takes a task and
+//! sees more queued wakes at most one more. So a burst ramps up worker by worker ("one
+//! wake-up per hop"), and the warmest (most recently parked) worker wakes first.
+//!
+//! Blocking: a monitor thread watches each worker's task counter. A worker that stays in
+//! one task longer than the blocking threshold is marked replaced and a new worker starts
+//! (up to `max_workers`), and its next slot is moved to the shared queue. Extra workers
+//! retire after idling for `idle_timeout`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+/// A unit of work: a connection's round or a spawned future's poll.
+pub(crate) trait Runnable: Send + Sync + 'static {
+    fn run(self: Arc<Self>);
+}
+
+pub(crate) type Job = Arc<dyn Runnable>;
+
+/// How many times in a row a worker runs its next slot before it looks at the shared queue.
+const NEXT_SLOT_BUDGET: u32 = 8;
+
+pub(crate) struct PoolConfig {
+    pub name: String,
+    pub workers: usize,
+    pub max_workers: usize,
+    pub blocking_threshold: Duration,
+    pub idle_timeout: Duration,
+    /// Run on each worker thread before it takes work (enters contexts).
+    pub on_start: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+#[derive(Clone)]
+pub(crate) struct Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: PoolConfig,
+    state: Mutex<Shared>,
+    /// Mirrors `state.queue.len()` so the hot path can skip the lock when it is empty.
+    queued: AtomicUsize,
+    live: AtomicUsize,
+    shutdown: AtomicBool,
+    /// Signalled when the last worker exits.
+    exited: Condvar,
+    next_id: AtomicUsize,
+}
+
+struct Shared {
+    queue: VecDeque<Job>,
+    idle: Vec<Arc<Worker>>,
+    all: Vec<Arc<Worker>>,
+}
+
+/// A worker's shared face: how to wake it and how the monitor sees it.
+struct Worker {
+    thread: Thread,
+    /// Set by whoever pops this worker off the idle stack, before unparking it.
+    woken: AtomicBool,
+    /// Incremented when a task starts and when it ends: odd while inside a task.
+    seq: AtomicU64,
+    /// Set by the monitor once a replacement was started for this stuck worker.
+    replaced: AtomicBool,
+    next: Mutex<Option<Job>>,
+}
+
+thread_local! {
+    /// The pool and worker this thread belongs to, if it is a worker.
+    static CURRENT: RefCell<Option<(Weak<Inner>, Arc<Worker>)>> = const { RefCell::new(None) };
+    /// While a loop thread dispatches one readiness batch, wake-ups collect here and reach
+    /// the pool as one submission.
+    static BATCH: RefCell<Option<Vec<Job>>> = const { RefCell::new(None) };
+    static NEXT_RUNS: Cell<u32> = const { Cell::new(0) };
+}
+
+impl Pool {
+    pub fn new(cfg: PoolConfig) -> Pool {
+        let inner = Arc::new(Inner {
+            state: Mutex::new(Shared {
+                queue: VecDeque::new(),
+                idle: Vec::new(),
+                all: Vec::new(),
+            }),
+            queued: AtomicUsize::new(0),
+            live: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            exited: Condvar::new(),
+            next_id: AtomicUsize::new(0),
+            cfg,
+        });
+        for _ in 0..inner.cfg.workers.max(1) {
+            Inner::start_worker(&inner);
+        }
+        let weak = Arc::downgrade(&inner);
+        let tick = (inner.cfg.blocking_threshold / 4).max(Duration::from_millis(1));
+        thread::Builder::new()
+            .name(format!("{}-monitor", inner.cfg.name))
+            .spawn(move || monitor(weak, tick))
+            .expect("spawn the worker-pool monitor thread");
+        Pool { inner }
+    }
+
+    /// Schedules a task: into this worker's next slot when called from one of this pool's
+    /// workers, into the loop's batch when called while a loop dispatches, else onto the
+    /// shared queue with at most one wake-up.
+    #[inline]
+    pub fn schedule(&self, job: Job) {
+        self.inner.schedule(job)
+    }
+
+    /// Queues a task at the back of the shared queue (fairness: a task that used up its
+    /// turn goes behind the others).
+    pub fn yield_job(&self, job: Job) {
+        self.inner.submit(std::iter::once(job))
+    }
+
+    /// Submits many tasks under one lock and with at most one wake-up.
+    pub fn submit_batch(&self, jobs: &mut Vec<Job>) {
+        if !jobs.is_empty() {
+            self.inner.submit(jobs.drain(..))
+        }
+    }
+
+    /// Number of worker threads alive now (replacements included).
+    pub fn live_workers(&self) -> usize {
+        self.inner.live.load(Ordering::Acquire)
+    }
+
+    /// Stops the workers after the tasks already queued; waits up to `deadline` for them.
+    pub fn shutdown(&self, deadline: Duration) {
+        self.inner.shutdown.store(true, Ordering::Release);
+        let until = Instant::now() + deadline;
+        let mut st = self.inner.state.lock().unwrap();
+        for w in st.idle.drain(..) {
+            w.woken.store(true, Ordering::Release);
+            w.thread.unpark();
+        }
+        for w in st.all.iter() {
+            w.thread.unpark();
+        }
+        while self.inner.live.load(Ordering::Acquire) > 0 {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            st = self.inner.exited.wait_timeout(st, until - now).unwrap().0;
+        }
+        // Tasks still queued are dropped (their futures with them).
+        let rest: Vec<Job> = st.queue.drain(..).collect();
+        self.inner.queued.store(0, Ordering::Release);
+        drop(st);
+        drop(rest);
+    }
+}
+
+/// Runs `f` with wake-ups on this thread collected into one batch submitted at the end.
+pub(crate) fn batched<R>(pool: &Pool, f: impl FnOnce() -> R) -> R {
+    BATCH.with(|b| *b.borrow_mut() = Some(Vec::new()));
+    let r = f();
+    let mut jobs = BATCH.with(|b| b.borrow_mut().take()).unwrap_or_default();
+    pool.submit_batch(&mut jobs);
+    r
+}
+
+impl Inner {
+    fn start_worker(this: &Arc<Inner>) {
+        let id = this.next_id.fetch_add(1, Ordering::Relaxed);
+        this.live.fetch_add(1, Ordering::AcqRel);
+        let pool = this.clone();
+        let spawned = thread::Builder::new()
+            .name(format!("{}-worker-{id}", this.cfg.name))
+            .spawn(move || worker_main(pool));
+        if let Err(e) = spawned {
+            this.live.fetch_sub(1, Ordering::AcqRel);
+            tracing::error!(error = %e, "could not start a worker thread");
+        }
+    }
+
+    #[inline]
+    fn schedule(self: &Arc<Self>, job: Job) {
+        // A loop thread dispatching a batch.
+        let job = match BATCH.with(|b| match b.borrow_mut().as_mut() {
+            Some(batch) => {
+                batch.push(job);
+                None
+            }
+            None => Some(job),
+        }) {
+            None => return,
+            Some(job) => job,
+        };
+        // One of our own workers: the next slot.
+        let job = CURRENT.with(|c| match c.borrow().as_ref() {
+            Some((pool, worker)) if std::ptr::eq(pool.as_ptr(), Arc::as_ptr(self)) => {
+                let displaced = worker.next.lock().unwrap().replace(job);
+                Err(displaced)
+            }
+            _ => Ok(job),
+        });
+        match job {
+            Ok(job) => self.submit(std::iter::once(job)),
+            Err(Some(displaced)) => self.submit(std::iter::once(displaced)),
+            Err(None) => {}
+        }
+    }
+
+    fn submit(&self, jobs: impl Iterator<Item = Job>) {
+        let mut st = self.state.lock().unwrap();
+        let before = st.queue.len();
+        st.queue.extend(jobs);
+        let added = st.queue.len() - before;
+        if added == 0 {
+            return;
+        }
+        self.queued.store(st.queue.len(), Ordering::Release);
+        let wake = st.idle.pop();
+        drop(st);
+        if let Some(w) = wake {
+            w.woken.store(true, Ordering::Release);
+            w.thread.unpark();
+        }
+    }
+
+    /// Takes a task from the shared queue, waking one more worker if more remain.
+    fn pop(&self) -> Option<Job> {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut st = self.state.lock().unwrap();
+        let job = st.queue.pop_front();
+        self.queued.store(st.queue.len(), Ordering::Release);
+        let wake = if !st.queue.is_empty() {
+            st.idle.pop()
+        } else {
+            None
+        };
+        drop(st);
+        if let Some(w) = wake {
+            w.woken.store(true, Ordering::Release);
+            w.thread.unpark();
+        }
+        job
+    }
+
+    fn retire(&self, me: &Arc<Worker>, st: &mut Shared) {
+        st.all.retain(|w| !Arc::ptr_eq(w, me));
+        st.idle.retain(|w| !Arc::ptr_eq(w, me));
+        if let Some(job) = me.next.lock().unwrap().take() {
+            st.queue.push_back(job);
+            self.queued.store(st.queue.len(), Ordering::Release);
+        }
+    }
+}
+
+fn worker_main(pool: Arc<Inner>) {
+    let me = Arc::new(Worker {
+        thread: thread::current(),
+        woken: AtomicBool::new(false),
+        seq: AtomicU64::new(0),
+        replaced: AtomicBool::new(false),
+        next: Mutex::new(None),
+    });
+    pool.state.lock().unwrap().all.push(me.clone());
+    CURRENT.with(|c| *c.borrow_mut() = Some((Arc::downgrade(&pool), me.clone())));
+    if let Some(start) = &pool.cfg.on_start {
+        start();
+    }
+    worker_loop(&pool, &me);
+    CURRENT.with(|c| *c.borrow_mut() = None);
+    let mut st = pool.state.lock().unwrap();
+    pool.retire(&me, &mut st);
+    let left = pool.live.fetch_sub(1, Ordering::AcqRel) - 1;
+    drop(st);
+    if left == 0 {
+        pool.exited.notify_all();
+    }
+}
+
+fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) {
+    loop {
+        let job = take_next(me).or_else(|| pool.pop());
+        if let Some(job) = job {
+            me.seq.fetch_add(1, Ordering::Release);
+            job.run();
+            me.seq.fetch_add(1, Ordering::Release);
+            if me.replaced.load(Ordering::Acquire) {
+                // A replacement took our place while we were stuck; leave if not needed.
+                me.replaced.store(false, Ordering::Release);
+                if pool.live.load(Ordering::Acquire) > pool.cfg.workers {
+                    return;
+                }
+            }
+            continue;
+        }
+        if pool.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        // Park: register as idle under the queue's lock unless work arrived meanwhile.
+        {
+            let mut st = pool.state.lock().unwrap();
+            if !st.queue.is_empty() || me.next.lock().unwrap().is_some() {
+                continue;
+            }
+            me.woken.store(false, Ordering::Release);
+            st.idle.push(me.clone());
+        }
+        let parked_at = Instant::now();
+        loop {
+            if pool.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            let waited = parked_at.elapsed();
+            if waited >= pool.cfg.idle_timeout {
+                let mut st = pool.state.lock().unwrap();
+                if !me.woken.load(Ordering::Acquire)
+                    && pool.live.load(Ordering::Acquire) > pool.cfg.workers
+                {
+                    st.idle.retain(|w| !Arc::ptr_eq(w, me));
+                    return;
+                }
+            }
+            if me.woken.load(Ordering::Acquire) {
+                break;
+            }
+            thread::park_timeout(
+                pool.cfg
+                    .idle_timeout
+                    .saturating_sub(waited)
+                    .max(Duration::from_millis(1)),
+            );
+        }
+    }
+}
+
+fn take_next(me: &Worker) -> Option<Job> {
+    let runs = NEXT_RUNS.with(|n| n.get());
+    if runs >= NEXT_SLOT_BUDGET {
+        // Let the shared queue have a turn; the slot's task goes behind it.
+        NEXT_RUNS.with(|n| n.set(0));
+        return None;
+    }
+    let job = me.next.lock().unwrap().take();
+    NEXT_RUNS.with(|n| n.set(if job.is_some() { runs + 1 } else { 0 }));
+    job
+}
+
+/// Watches for workers stuck in one task and starts replacements.
+fn monitor(pool: Weak<Inner>, tick: Duration) {
+    let mut seen: Vec<(usize, u64, Instant)> = Vec::new();
+    loop {
+        thread::sleep(tick);
+        let Some(pool) = pool.upgrade() else { return };
+        if pool.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        let now = Instant::now();
+        let mut st = pool.state.lock().unwrap();
+        let mut stuck = 0;
+        let mut fresh = Vec::with_capacity(st.all.len());
+        for w in st.all.iter() {
+            let key = Arc::as_ptr(w) as usize;
+            let seq = w.seq.load(Ordering::Acquire);
+            let since = match seen.iter().find(|(k, s, _)| *k == key && *s == seq) {
+                Some(&(_, _, since)) => since,
+                None => now,
+            };
+            fresh.push((key, seq, since));
+            let in_task = seq % 2 == 1;
+            if in_task
+                && now - since >= pool.cfg.blocking_threshold
+                && !w.replaced.load(Ordering::Acquire)
+            {
+                w.replaced.store(true, Ordering::Release);
+                stuck += 1;
+            }
+        }
+        seen = fresh;
+        if stuck == 0 {
+            continue;
+        }
+        // Move the stuck workers' next slots where others can take them.
+        let rescued: Vec<Job> = st
+            .all
+            .iter()
+            .filter(|w| w.replaced.load(Ordering::Acquire))
+            .filter_map(|w| w.next.lock().unwrap().take())
+            .collect();
+        st.queue.extend(rescued);
+        pool.queued.store(st.queue.len(), Ordering::Release);
+        drop(st);
+        for _ in 0..stuck {
+            if pool.live.load(Ordering::Acquire) >= pool.cfg.max_workers {
+                tracing::warn!(
+                    max_workers = pool.cfg.max_workers,
+                    "workers are blocked and the pool is at max_workers"
+                );
+                break;
+            }
+            tracing::debug!("a worker is blocked in one task; starting a replacement");
+            Inner::start_worker(&pool);
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The scheduling state shared by every task (a connection or a spawned future).
+//!
+//! One atomic word holds a `SCHEDULED` flag and a set of pending event bits. Whoever sets
+//! `SCHEDULED` (from clear) must hand the task to the pool; the runner takes the pending
+//! bits, handles them, and clears `SCHEDULED` only if no new bit arrived meanwhile. So at
+//! most one worker runs a task at a time, and no event is lost or handled out of order.
+
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicU32, Ordering};
+#[cfg(not(loom))]
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Set while the task is queued or running.
+pub(crate) const SCHEDULED: u32 = 1;
+
+pub(crate) struct SchedState(AtomicU32);
+
+impl SchedState {
+    pub fn new() -> SchedState {
+        SchedState(AtomicU32::new(0))
+    }
+
+    /// A state that is already scheduled with `bits` pending: for a task that is submitted
+    /// by its creator right away.
+    pub fn scheduled(bits: u32) -> SchedState {
+        SchedState(AtomicU32::new(SCHEDULED | bits))
+    }
+
+    /// Records `bits`; true when the caller must submit the task (it was idle).
+    #[inline]
+    pub fn notify(&self, bits: u32) -> bool {
+        let prev = self.0.fetch_or(bits | SCHEDULED, Ordering::AcqRel);
+        prev & SCHEDULED == 0
+    }
+
+    /// Called by the runner: takes the pending bits, leaving the task scheduled.
+    #[inline]
+    pub fn take(&self) -> u32 {
+        self.0.fetch_and(SCHEDULED, Ordering::AcqRel) & !SCHEDULED
+    }
+
+    /// Called by the runner when done: clears `SCHEDULED` unless new bits arrived, in which
+    /// case the task stays scheduled and the runner must run (or resubmit) it again.
+    #[inline]
+    pub fn try_idle(&self) -> bool {
+        self.0
+            .compare_exchange(SCHEDULED, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The pending bits, for diagnostics and tests.
+    #[cfg(test)]
+    pub fn peek(&self) -> u32 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notify_take_idle() {
+        let s = SchedState::new();
+        assert!(s.notify(2));
+        assert!(!s.notify(4), "already scheduled");
+        assert_eq!(s.take(), 6);
+        assert!(s.try_idle());
+        assert_eq!(s.peek(), 0);
+        assert!(s.notify(2));
+        let _ = s.take();
+        assert!(!s.notify(8));
+        assert!(!s.try_idle(), "a bit arrived while running");
+        assert_eq!(s.take(), 8);
+        assert!(s.try_idle());
+    }
+}

@@ -1,0 +1,72 @@
+//! fibr: an event-loop network runtime.
+//!
+//! Event loops wait for readiness; a pool of worker threads does the work. A connection is
+//! a task that one worker at a time runs in rounds: read until a short read into a
+//! borrowed buffer, hand the bytes to the handler, write everything the round produced in
+//! one vectored write. See `DESIGN.md` in the repository for the whole picture.
+//!
+//! ```no_run
+//! use fibr::{Binding, Config, Conn, Engine, Handler};
+//!
+//! struct Echo;
+//! impl Handler for Echo {
+//!     fn on_data(&self, c: &Conn, data: &[u8]) {
+//!         let _ = c.send(data);
+//!     }
+//! }
+//!
+//! let engine = Engine::new(Config::default(), [Binding::tcp("127.0.0.1:9000", Echo)])?;
+//! engine.run()?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+mod buf;
+mod conn;
+mod engine;
+mod exec;
+pub mod net;
+mod reactor;
+mod runtime;
+mod sys;
+pub mod time;
+
+pub use buf::PooledBuf;
+pub use conn::{Conn, Handler};
+pub use engine::{Binding, Engine};
+pub use exec::{JoinError, JoinHandle};
+pub use runtime::Config;
+pub use sys::Backend;
+
+use std::future::Future;
+
+/// Spawns a future on the current runtime's workers (the default runtime outside one).
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    exec::spawn_on(&runtime::Runtime::current().pool, future)
+}
+
+/// Runs `future` to completion on the calling thread, with the current runtime (or the
+/// process-wide default one, started on first use) driving its I/O, timers and spawns.
+pub fn run<F: Future>(future: F) -> F::Output {
+    let rt = runtime::Runtime::current();
+    let _g = runtime::enter(&rt);
+    exec::block_on(future)
+}
+
+/// Yields to other tasks once.
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}

@@ -1,0 +1,248 @@
+//! The runtime behind an engine: its configuration, event loops and worker pool, and the
+//! thread-local "current runtime" that `spawn`, timers and the I/O types use.
+
+use crate::exec::pool::{Pool, PoolConfig};
+use crate::reactor::{self, Command, Loop};
+use crate::sys::{Backend, Poller};
+use std::cell::RefCell;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// Engine-wide settings. Every limit has a sane default; `Config::default()` is the start.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The readiness backend. Default: `FIBR_BACKEND` (`epoll` or `portable`) if set, else
+    /// the native one (epoll on Linux).
+    pub backend: Backend,
+    /// Event loop threads; 0 means one per four cores, at least one.
+    pub event_loops: usize,
+    /// Worker threads kept running; 0 means the available parallelism.
+    pub workers: usize,
+    /// Upper bound on workers, counting replacements for blocked ones.
+    pub max_workers: usize,
+    /// A worker stuck in one task longer than this is replaced by a new worker.
+    pub blocking_threshold: Duration,
+    /// Extra workers (beyond `workers`) exit after idling this long.
+    pub worker_idle_timeout: Duration,
+    /// Size of the buffer a connection borrows to read into during a round.
+    pub read_buffer_size: usize,
+    /// Past this many queued output bytes, a connection stops reading.
+    pub write_high_watermark: usize,
+    /// Reads resume once the queue drains to this many bytes.
+    pub write_low_watermark: usize,
+    /// Optional bound on the queued output of all connections together: past it,
+    /// connections with queued output stop reading until their queue drains.
+    pub max_pending_bytes: Option<usize>,
+    /// Listen backlog for TCP and Unix listeners.
+    pub listen_backlog: i32,
+    /// Set TCP_NODELAY on accepted and dialed TCP connections.
+    pub tcp_nodelay: bool,
+    /// A UDP peer with no datagram for this long is closed.
+    pub udp_peer_idle_timeout: Duration,
+    /// Most UDP peers tracked per socket; datagrams from further peers are dropped.
+    pub udp_max_peers: usize,
+    /// Prefix of thread names.
+    pub thread_name: String,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        Config {
+            backend: Backend::from_env(),
+            event_loops: 0,
+            workers: 0,
+            max_workers: (cores * 8).max(64),
+            blocking_threshold: Duration::from_millis(100),
+            worker_idle_timeout: Duration::from_secs(10),
+            read_buffer_size: 16 * 1024,
+            write_high_watermark: 64 * 1024,
+            write_low_watermark: 16 * 1024,
+            max_pending_bytes: None,
+            listen_backlog: 1024,
+            tcp_nodelay: true,
+            udp_peer_idle_timeout: Duration::from_secs(60),
+            udp_max_peers: 65_536,
+            thread_name: "fibr".into(),
+        }
+    }
+}
+
+impl Config {
+    fn loops(&self) -> usize {
+        if self.event_loops > 0 {
+            return self.event_loops;
+        }
+        let cores = thread::available_parallelism().map_or(1, |n| n.get());
+        if cores <= 4 {
+            1
+        } else {
+            cores.div_ceil(4).max(2)
+        }
+    }
+
+    fn workers(&self) -> usize {
+        if self.workers > 0 {
+            self.workers
+        } else {
+            thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+}
+
+pub(crate) struct Runtime {
+    pub config: Config,
+    pub loops: Vec<Arc<Loop>>,
+    pub pool: Pool,
+    pub next_loop: AtomicUsize,
+    /// Queued output bytes over all connections (for `max_pending_bytes`).
+    pub pending_bytes: AtomicUsize,
+    live_conns: Mutex<usize>,
+    conns_changed: Condvar,
+    stopped: AtomicBool,
+    loop_threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<Runtime>>> = const { RefCell::new(None) };
+}
+
+static DEFAULT: OnceLock<Arc<Runtime>> = OnceLock::new();
+
+/// Restores the previous current runtime when dropped.
+pub(crate) struct EnterGuard {
+    prev: Option<Arc<Runtime>>,
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = prev);
+    }
+}
+
+/// Makes `rt` the current runtime of this thread until the guard drops.
+pub(crate) fn enter(rt: &Arc<Runtime>) -> EnterGuard {
+    let prev = CURRENT.with(|c| c.borrow_mut().replace(rt.clone()));
+    EnterGuard { prev }
+}
+
+impl Runtime {
+    pub fn start(config: Config) -> io::Result<Arc<Runtime>> {
+        let mut loops = Vec::new();
+        for i in 0..config.loops() {
+            loops.push(Arc::new(Loop::new(i, Poller::new(config.backend)?)));
+        }
+        let workers = config.workers();
+        let rt = Arc::new_cyclic(|weak: &std::sync::Weak<Runtime>| {
+            let weak = weak.clone();
+            let pool = Pool::new(PoolConfig {
+                name: config.thread_name.clone(),
+                workers,
+                max_workers: config.max_workers.max(workers),
+                blocking_threshold: config.blocking_threshold,
+                idle_timeout: config.worker_idle_timeout,
+                on_start: Some(Arc::new(move || {
+                    if let Some(rt) = weak.upgrade() {
+                        CURRENT.with(|c| *c.borrow_mut() = Some(rt));
+                    }
+                })),
+            });
+            Runtime {
+                config,
+                loops,
+                pool,
+                next_loop: AtomicUsize::new(0),
+                pending_bytes: AtomicUsize::new(0),
+                live_conns: Mutex::new(0),
+                conns_changed: Condvar::new(),
+                stopped: AtomicBool::new(false),
+                loop_threads: Mutex::new(Vec::new()),
+            }
+        });
+        let mut threads = Vec::new();
+        for lp in rt.loops.iter() {
+            let (rt2, lp2) = (rt.clone(), lp.clone());
+            threads.push(
+                thread::Builder::new()
+                    .name(format!("{}-loop-{}", rt.config.thread_name, lp.index))
+                    .spawn(move || reactor::run_loop(rt2, lp2))?,
+            );
+        }
+        *rt.loop_threads.lock().unwrap() = threads;
+        Ok(rt)
+    }
+
+    /// The current thread's runtime, else the process-wide default one (started on first use).
+    pub fn current() -> Arc<Runtime> {
+        if let Some(rt) = CURRENT.with(|c| c.borrow().clone()) {
+            return rt;
+        }
+        DEFAULT
+            .get_or_init(|| {
+                Runtime::start(Config {
+                    thread_name: "fibr-default".into(),
+                    ..Config::default()
+                })
+                .expect("start the default fibr runtime")
+            })
+            .clone()
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    pub fn conn_opened(&self) {
+        *self.live_conns.lock().unwrap() += 1;
+    }
+
+    pub fn conn_closed(&self) {
+        let mut n = self.live_conns.lock().unwrap();
+        *n -= 1;
+        if *n == 0 {
+            self.conns_changed.notify_all();
+        }
+    }
+
+    pub fn live_conns(&self) -> usize {
+        *self.live_conns.lock().unwrap()
+    }
+
+    /// Waits until no connection is open, or `deadline` passes; true if none is left.
+    pub fn wait_conns_closed(&self, deadline: Instant) -> bool {
+        let mut n = self.live_conns.lock().unwrap();
+        while *n > 0 {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            n = self
+                .conns_changed
+                .wait_timeout(n, deadline - now)
+                .unwrap()
+                .0;
+        }
+        true
+    }
+
+    /// Stops the loops and the workers. Idempotent.
+    pub fn stop(&self, deadline: Duration) {
+        if self.stopped.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for lp in self.loops.iter() {
+            lp.send(Command::Stop);
+        }
+        let me = thread::current().id();
+        for t in self.loop_threads.lock().unwrap().drain(..) {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
+        }
+        self.pool.shutdown(deadline);
+    }
+}

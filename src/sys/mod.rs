@@ -1,0 +1,160 @@
+//! OS backends: readiness pollers and the raw socket calls the rest of fibr is built on.
+//!
+//! Two pollers sit behind one type. The native one is edge-triggered epoll with direct
+//! syscalls (Linux only). The portable one is the `polling` crate (kqueue, IOCP, event
+//! ports, epoll) in one-shot mode, the lowest common denominator: after each event the
+//! source is re-armed once the worker has drained it. The portable backend runs on Linux
+//! too, so the whole test suite exercises the non-Linux code paths here.
+
+#[cfg(target_os = "linux")]
+mod epoll;
+mod portable;
+pub(crate) mod socket;
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// Which readiness poller the event loops use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Edge-triggered epoll through direct syscalls (Linux only).
+    Epoll,
+    /// The `polling` crate in one-shot mode: kqueue, IOCP, event ports, or epoll.
+    Portable,
+}
+
+impl Backend {
+    /// The backend named by `FIBR_BACKEND` (`epoll` or `portable`), else the native one.
+    pub fn from_env() -> Backend {
+        match std::env::var("FIBR_BACKEND").as_deref() {
+            Ok("portable") => Backend::Portable,
+            Ok("epoll") if cfg!(target_os = "linux") => Backend::Epoll,
+            Ok(other) if !other.is_empty() => {
+                tracing::warn!(backend = other, "unknown FIBR_BACKEND, using the default");
+                Backend::native()
+            }
+            _ => Backend::native(),
+        }
+    }
+
+    /// The best backend for this OS.
+    pub fn native() -> Backend {
+        if cfg!(target_os = "linux") {
+            Backend::Epoll
+        } else {
+            Backend::Portable
+        }
+    }
+}
+
+/// What a registered descriptor wants to hear about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Interest {
+    pub readable: bool,
+    pub writable: bool,
+}
+
+impl Interest {
+    pub const READ: Interest = Interest {
+        readable: true,
+        writable: false,
+    };
+    pub const BOTH: Interest = Interest {
+        readable: true,
+        writable: true,
+    };
+}
+
+/// One readiness report.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Event {
+    pub token: u64,
+    pub readable: bool,
+    pub writable: bool,
+    /// Error or hang-up: the next read or write will tell which.
+    pub closed: bool,
+}
+
+pub(crate) enum Poller {
+    #[cfg(target_os = "linux")]
+    Epoll(epoll::Poller),
+    Portable(portable::Poller),
+}
+
+impl Poller {
+    pub fn new(backend: Backend) -> io::Result<Poller> {
+        match backend {
+            #[cfg(target_os = "linux")]
+            Backend::Epoll => Ok(Poller::Epoll(epoll::Poller::new()?)),
+            #[cfg(not(target_os = "linux"))]
+            Backend::Epoll => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the epoll backend exists only on Linux",
+            )),
+            Backend::Portable => Ok(Poller::Portable(portable::Poller::new()?)),
+        }
+    }
+
+    /// True when a drained source must be re-armed (one-shot mode).
+    #[inline]
+    pub fn needs_rearm(&self) -> bool {
+        matches!(self, Poller::Portable(_))
+    }
+
+    pub fn register(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Poller::Epoll(p) => p.register(fd, token),
+            Poller::Portable(p) => p.register(fd, token, interest),
+        }
+    }
+
+    /// Asks again for the next readiness of a one-shot source; a no-op for edge-triggered epoll.
+    #[inline]
+    pub fn rearm(&self, fd: RawFd, token: u64, interest: Interest) -> io::Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Poller::Epoll(_) => Ok(()),
+            Poller::Portable(p) => p.rearm(fd, token, interest),
+        }
+    }
+
+    pub fn deregister(&self, fd: RawFd) -> io::Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Poller::Epoll(p) => p.deregister(fd),
+            Poller::Portable(p) => p.deregister(fd),
+        }
+    }
+
+    /// Waits for readiness and appends what arrived to `out`. Returns early when notified.
+    pub fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Poller::Epoll(p) => p.wait(out, timeout),
+            Poller::Portable(p) => p.wait(out, timeout),
+        }
+    }
+
+    /// Wakes a thread blocked in [`Poller::wait`]; callable from any thread.
+    pub fn notify(&self) -> io::Result<()> {
+        match self {
+            #[cfg(target_os = "linux")]
+            Poller::Epoll(p) => p.notify(),
+            Poller::Portable(p) => p.notify(),
+        }
+    }
+}
+
+/// Converts a timeout to whole milliseconds for poll calls, rounding up so a timer never
+/// fires early and a sub-millisecond wait never becomes a busy spin.
+pub(crate) fn timeout_millis(timeout: Option<Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(d) => {
+            let ms = d.as_nanos().div_ceil(1_000_000);
+            ms.min(i32::MAX as u128) as i32
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Timers driven by the event loops: `sleep`, `sleep_until`, `timeout`, `interval`.
+
+use crate::reactor::{Command, TimerEntry};
+use crate::runtime::Runtime;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// A future that completes at a deadline. Dropping it cancels the timer.
+pub struct Sleep {
+    deadline: Instant,
+    entry: Option<Arc<TimerEntry>>,
+}
+
+/// Waits until `duration` has passed.
+pub fn sleep(duration: Duration) -> Sleep {
+    sleep_until(Instant::now() + duration)
+}
+
+/// Waits until `deadline`.
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Sleep {
+        deadline,
+        entry: None,
+    }
+}
+
+impl Sleep {
+    /// The instant this sleep completes at.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Moves the deadline (re-arming the timer).
+    pub fn reset(&mut self, deadline: Instant) {
+        if let Some(e) = self.entry.take() {
+            e.cancel();
+        }
+        self.deadline = deadline;
+    }
+
+    /// True once the deadline has passed.
+    pub fn is_elapsed(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(e) = &self.entry {
+            if e.has_fired() {
+                return Poll::Ready(());
+            }
+            e.set_waker(cx.waker());
+            return Poll::Pending;
+        }
+        if Instant::now() >= self.deadline {
+            return Poll::Ready(());
+        }
+        let entry = TimerEntry::new(self.deadline, cx.waker().clone());
+        let rt = Runtime::current();
+        crate::reactor::pick(&rt).send(Command::Timer(entry.clone()));
+        self.entry = Some(entry);
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some(e) = &self.entry {
+            e.cancel();
+        }
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+/// The error of a [`timeout`] whose deadline passed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed(());
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for std::io::Error {
+    fn from(e: Elapsed) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, e)
+    }
+}
+
+/// Runs `future` for at most `duration`.
+pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
+    Timeout {
+        future,
+        sleep: sleep(duration),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future returned by [`timeout`].
+    #[derive(Debug)]
+    pub struct Timeout<F> {
+        #[pin]
+        future: F,
+        sleep: Sleep,
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(v) = this.future.poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match Pin::new(this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed(()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Ticks every `period`, starting now. Missed ticks are skipped, not bunched.
+pub fn interval(period: Duration) -> Interval {
+    assert!(!period.is_zero(), "interval period must be non-zero");
+    Interval {
+        period,
+        sleep: sleep_until(Instant::now()),
+    }
+}
+
+/// A periodic timer; see [`interval`].
+#[derive(Debug)]
+pub struct Interval {
+    period: Duration,
+    sleep: Sleep,
+}
+
+impl Interval {
+    /// Waits for the next tick and returns its scheduled instant.
+    pub async fn tick(&mut self) -> Instant {
+        std::future::poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Polls for the next tick.
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        match Pin::new(&mut self.sleep).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                let at = self.sleep.deadline();
+                let now = Instant::now();
+                let mut next = at + self.period;
+                if next <= now {
+                    // Skip the ticks we missed.
+                    let behind = (now - at).as_nanos() / self.period.as_nanos();
+                    next = at + self.period * (behind as u32 + 1);
+                }
+                self.sleep.reset(next);
+                Poll::Ready(at)
+            }
+        }
+    }
+
+    /// The period between ticks.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+}
