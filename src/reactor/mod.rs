@@ -5,18 +5,20 @@
 //! runs user code: readiness becomes scheduled tasks, submitted to the worker pool as one
 //! batch per wait.
 
+mod commands;
 mod slab;
 pub(crate) mod timer;
 
 use crate::exec::pool::batched;
 use crate::runtime::Runtime;
 use crate::sys::{Event, Interest, Poller};
+use commands::CommandQueue;
 use slab::Slab;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 pub(crate) use timer::TimerEntry;
@@ -80,11 +82,7 @@ pub(crate) enum Command {
 pub(crate) struct Loop {
     pub index: usize,
     pub poller: Poller,
-    commands: Mutex<Vec<Command>>,
-    pending: AtomicUsize,
-    /// True while the loop is (about to be) blocked in its poller.
-    sleeping: AtomicBool,
-    notified: AtomicBool,
+    commands: CommandQueue<Command>,
     /// When the current wait ends on its own, as nanoseconds since `epoch` (MAX: never).
     wakes_at: AtomicU64,
     epoch: Instant,
@@ -95,10 +93,7 @@ impl Loop {
         Loop {
             index,
             poller,
-            commands: Mutex::new(Vec::new()),
-            pending: AtomicUsize::new(0),
-            sleeping: AtomicBool::new(false),
-            notified: AtomicBool::new(false),
+            commands: CommandQueue::new(),
             wakes_at: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
         }
@@ -116,15 +111,7 @@ impl Loop {
             Command::Timer(t) => self.nanos(t.deadline) < self.wakes_at.load(Ordering::SeqCst),
             _ => true,
         };
-        {
-            let mut q = self.commands.lock().unwrap();
-            q.push(cmd);
-            self.pending.store(q.len(), Ordering::SeqCst);
-        }
-        if urgent
-            && self.sleeping.load(Ordering::SeqCst)
-            && !self.notified.swap(true, Ordering::SeqCst)
-        {
+        if self.commands.push(cmd, urgent) {
             if let Err(e) = self.poller.notify() {
                 tracing::error!(error = %e, "could not wake an event loop");
             }
@@ -171,13 +158,11 @@ pub(crate) fn run_loop(rt: Arc<Runtime>, lp: Arc<Loop>) {
             timeout.map_or(u64::MAX, |t| lp.nanos(now + t)),
             Ordering::SeqCst,
         );
-        lp.sleeping.store(true, Ordering::SeqCst);
-        if lp.pending.load(Ordering::SeqCst) > 0 {
+        if lp.commands.about_to_sleep() {
             timeout = Some(Duration::ZERO);
         }
         let waited = lp.poller.wait(&mut state.events, timeout);
-        lp.sleeping.store(false, Ordering::SeqCst);
-        lp.notified.store(false, Ordering::SeqCst);
+        lp.commands.awake();
         if let Err(e) = waited {
             tracing::error!(error = %e, "event loop wait failed");
             std::thread::sleep(Duration::from_millis(10));
@@ -203,14 +188,7 @@ struct LoopState {
 impl LoopState {
     /// Runs queued commands; false on `Stop`.
     fn run_commands(&mut self, lp: &Loop) -> bool {
-        if lp.pending.load(Ordering::SeqCst) == 0 {
-            return true;
-        }
-        let cmds = {
-            let mut q = lp.commands.lock().unwrap();
-            lp.pending.store(0, Ordering::SeqCst);
-            std::mem::take(&mut *q)
-        };
+        let cmds = lp.commands.take();
         let mut go_on = true;
         for cmd in cmds {
             match cmd {
