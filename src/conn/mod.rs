@@ -790,7 +790,11 @@ impl Source for Listener {
                         lp.send(Command::Register(raw, inner));
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // Drained: a one-shot poller must be asked for the next connection.
+                    ctx.lp.rearm(lfd, ctx.token(), Interest::READ);
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e)
                     if matches!(

@@ -256,6 +256,15 @@ impl Inner {
         job
     }
 
+    /// Gives up one place in `live` if more than the core workers are alive.
+    fn try_retire(&self) -> bool {
+        self.live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n > self.cfg.workers).then(|| n - 1)
+            })
+            .is_ok()
+    }
+
     fn retire(&self, me: &Arc<Worker>, st: &mut Shared) {
         st.all.retain(|w| !Arc::ptr_eq(w, me));
         st.idle.retain(|w| !Arc::ptr_eq(w, me));
@@ -279,18 +288,24 @@ fn worker_main(pool: Arc<Inner>) {
     if let Some(start) = &pool.cfg.on_start {
         start();
     }
-    worker_loop(&pool, &me);
+    let retired = worker_loop(&pool, &me);
     CURRENT.with(|c| *c.borrow_mut() = None);
     let mut st = pool.state.lock().unwrap();
     pool.retire(&me, &mut st);
-    let left = pool.live.fetch_sub(1, Ordering::AcqRel) - 1;
+    let left = if retired {
+        pool.live.load(Ordering::Acquire)
+    } else {
+        pool.live.fetch_sub(1, Ordering::AcqRel) - 1
+    };
     drop(st);
     if left == 0 {
         pool.exited.notify_all();
     }
 }
 
-fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) {
+/// Runs tasks until shutdown (returns false) or until this worker retires as an extra
+/// (returns true, having already given up its place in `live`).
+fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) -> bool {
     loop {
         let job = take_next(me).or_else(|| pool.pop());
         if let Some(job) = job {
@@ -300,14 +315,14 @@ fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) {
             if me.replaced.load(Ordering::Acquire) {
                 // A replacement took our place while we were stuck; leave if not needed.
                 me.replaced.store(false, Ordering::Release);
-                if pool.live.load(Ordering::Acquire) > pool.cfg.workers {
-                    return;
+                if pool.try_retire() {
+                    return true;
                 }
             }
             continue;
         }
         if pool.shutdown.load(Ordering::Acquire) {
-            return;
+            return false;
         }
         // Park: register as idle under the queue's lock unless work arrived meanwhile.
         {
@@ -318,23 +333,24 @@ fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) {
             me.woken.store(false, Ordering::Release);
             st.idle.push(me.clone());
         }
-        let parked_at = Instant::now();
+        let mut parked_at = Instant::now();
         loop {
             if pool.shutdown.load(Ordering::Acquire) {
-                return;
-            }
-            let waited = parked_at.elapsed();
-            if waited >= pool.cfg.idle_timeout {
-                let mut st = pool.state.lock().unwrap();
-                if !me.woken.load(Ordering::Acquire)
-                    && pool.live.load(Ordering::Acquire) > pool.cfg.workers
-                {
-                    st.idle.retain(|w| !Arc::ptr_eq(w, me));
-                    return;
-                }
+                return false;
             }
             if me.woken.load(Ordering::Acquire) {
                 break;
+            }
+            let mut waited = parked_at.elapsed();
+            if waited >= pool.cfg.idle_timeout {
+                let mut st = pool.state.lock().unwrap();
+                if !me.woken.load(Ordering::Acquire) && pool.try_retire() {
+                    st.idle.retain(|w| !Arc::ptr_eq(w, me));
+                    return true;
+                }
+                // A core worker: keep waiting, checking again a timeout later.
+                parked_at = Instant::now();
+                waited = Duration::ZERO;
             }
             thread::park_timeout(
                 pool.cfg
