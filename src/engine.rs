@@ -200,7 +200,7 @@ impl Engine {
         Ok(Open {
             lp,
             fd,
-            source: source,
+            source,
             bound,
             unix_path,
         })

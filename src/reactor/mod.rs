@@ -222,12 +222,13 @@ impl LoopState {
         let token = self.slab.insert(source.clone());
         self.tokens
             .insert(Arc::as_ptr(&source) as *const () as usize, token);
-        source.registered(token);
         if let Err(e) = lp.poller.register(fd, token, interest) {
             tracing::error!(error = %e, fd, "registering a descriptor failed");
             self.slab.remove(token);
-            // Let the source see the failure as an error on its next I/O.
-            return;
+            self.tokens.remove(&(Arc::as_ptr(&source) as *const () as usize));
+            source.abort();
+        } else {
+            source.registered(token);
         }
     }
 
