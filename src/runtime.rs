@@ -163,6 +163,7 @@ impl Runtime {
                 loop_threads: Mutex::new(Vec::new()),
             }
         });
+        rt.pool.start()?;
         let mut threads = Vec::new();
         for lp in rt.loops.iter() {
             let (rt2, lp2) = (rt.clone(), lp.clone());

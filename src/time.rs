@@ -56,7 +56,12 @@ impl Future for Sleep {
                 return Poll::Ready(());
             }
             e.set_waker(cx.waker());
-            return Poll::Pending;
+            // It may have fired (waking the old waker) while the new one was being stored.
+            return if e.has_fired() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
         }
         if Instant::now() >= self.deadline {
             return Poll::Ready(());

@@ -83,7 +83,8 @@ thread_local! {
     static CURRENT: RefCell<Option<(Weak<Inner>, Arc<Worker>)>> = const { RefCell::new(None) };
     /// While a loop thread dispatches one readiness batch, wake-ups collect here and reach
     /// the pool as one submission.
-    static BATCH: RefCell<Option<Vec<Job>>> = const { RefCell::new(None) };
+    /// Tagged with the pool it is for: wake-ups of other pools' tasks bypass it.
+    static BATCH: RefCell<Option<(*const Inner, Vec<Job>)>> = const { RefCell::new(None) };
     static NEXT_RUNS: Cell<u32> = const { Cell::new(0) };
 }
 
@@ -102,16 +103,22 @@ impl Pool {
             next_id: AtomicUsize::new(0),
             cfg,
         });
+        Pool { inner }
+    }
+
+    /// Starts the workers and the monitor. Separate from `new` so the owner can finish
+    /// building what the workers' `on_start` refers to first.
+    pub fn start(&self) -> std::io::Result<()> {
+        let inner = &self.inner;
         for _ in 0..inner.cfg.workers.max(1) {
-            Inner::start_worker(&inner);
+            Inner::start_worker(inner);
         }
-        let weak = Arc::downgrade(&inner);
+        let weak = Arc::downgrade(inner);
         let tick = (inner.cfg.blocking_threshold / 4).max(Duration::from_millis(1));
         thread::Builder::new()
             .name(format!("{}-monitor", inner.cfg.name))
-            .spawn(move || monitor(weak, tick))
-            .expect("spawn the worker-pool monitor thread");
-        Pool { inner }
+            .spawn(move || monitor(weak, tick))?;
+        Ok(())
     }
 
     /// Schedules a task: into this worker's next slot when called from one of this pool's
@@ -169,9 +176,12 @@ impl Pool {
 
 /// Runs `f` with wake-ups on this thread collected into one batch submitted at the end.
 pub(crate) fn batched<R>(pool: &Pool, f: impl FnOnce() -> R) -> R {
-    BATCH.with(|b| *b.borrow_mut() = Some(Vec::new()));
+    BATCH.with(|b| *b.borrow_mut() = Some((Arc::as_ptr(&pool.inner), Vec::new())));
     let r = f();
-    let mut jobs = BATCH.with(|b| b.borrow_mut().take()).unwrap_or_default();
+    let mut jobs = BATCH
+        .with(|b| b.borrow_mut().take())
+        .map(|(_, j)| j)
+        .unwrap_or_default();
     pool.submit_batch(&mut jobs);
     r
 }
@@ -194,11 +204,11 @@ impl Inner {
     fn schedule(self: &Arc<Self>, job: Job) {
         // A loop thread dispatching a batch.
         let job = match BATCH.with(|b| match b.borrow_mut().as_mut() {
-            Some(batch) => {
+            Some((owner, batch)) if std::ptr::eq(*owner, Arc::as_ptr(self)) => {
                 batch.push(job);
                 None
             }
-            None => Some(job),
+            _ => Some(job),
         }) {
             None => return,
             Some(job) => job,

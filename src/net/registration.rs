@@ -40,10 +40,12 @@ struct IoSource {
     readiness: AtomicU64,
     readers: Mutex<Option<Waker>>,
     writers: Mutex<Option<Waker>>,
+    /// Held while re-arming a one-shot registration.
+    arm: Mutex<()>,
 }
 
 impl Source for IoSource {
-    fn ready(&self, ev: Event, _ctx: &mut ReadyCtx<'_>) {
+    fn ready(&self, ev: Event, ctx: &mut ReadyCtx<'_>) {
         let mut bits = 0;
         if ev.readable {
             bits |= READABLE;
@@ -55,6 +57,8 @@ impl Source for IoSource {
             bits |= CLOSED;
         }
         self.set_ready(bits);
+        // A one-shot event disarmed both directions: keep waiting for the one still wanted.
+        self.rearm_waiters(ctx.lp, ctx.token());
     }
 
     fn registered(&self, token: u64) {
@@ -75,6 +79,22 @@ impl Source for IoSource {
 }
 
 impl IoSource {
+    /// Re-arms a one-shot registration for the directions that have a waiting task.
+    fn rearm_waiters(&self, lp: &Loop, token: u64) {
+        if token == u64::MAX || !lp.poller.needs_rearm() {
+            return;
+        }
+        // Serialized so a stale interest never overwrites a newer one.
+        let _arming = self.arm.lock().unwrap();
+        let interest = Interest {
+            readable: self.readers.lock().unwrap().is_some(),
+            writable: self.writers.lock().unwrap().is_some(),
+        };
+        if interest.readable || interest.writable {
+            lp.rearm(self.fd.as_raw_fd(), token, interest);
+        }
+    }
+
     fn set_ready(&self, bits: u64) {
         let mut cur = self.readiness.load(Ordering::Acquire);
         loop {
@@ -121,6 +141,7 @@ impl Registration {
             readiness: AtomicU64::new(0),
             readers: Mutex::new(None),
             writers: Mutex::new(None),
+            arm: Mutex::new(()),
         });
         lp.send(Command::Register(src.fd.as_raw_fd(), src.clone()));
         Ok(Registration { src, lp, rt })
@@ -194,14 +215,8 @@ impl Registration {
     }
 
     fn rearm(&self) {
-        let token = self.src.token.load(Ordering::Acquire);
-        if token != u64::MAX {
-            let interest = Interest {
-                readable: self.src.readers.lock().unwrap().is_some(),
-                writable: self.src.writers.lock().unwrap().is_some(),
-            };
-            self.lp.rearm(self.fd(), token, interest);
-        }
+        self.src
+            .rearm_waiters(&self.lp, self.src.token.load(Ordering::Acquire));
     }
 }
 
