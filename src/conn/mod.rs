@@ -90,6 +90,7 @@ const F_CONNECTING: u32 = 1 << 5; // a dial in progress
 const F_OPENED: u32 = 1 << 6;
 const F_OVER_HIGH: u32 = 1 << 7; // reached the high watermark (on_drained owed)
 const F_SHUT_WR: u32 = 1 << 8; // shutdown_write requested
+const F_PEER_FIN: u32 = 1 << 9; // the poller saw the peer's FIN (or a hang-up)
 
 /// How many rounds a connection runs back to back before letting others go first.
 const ROUNDS_PER_TURN: usize = 4;
@@ -325,7 +326,15 @@ impl ConnInner {
                     if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
                         return ReadEnd::Closed;
                     }
-                    if n < buf.len() {
+                    // A short read drained the socket, unless the peer's FIN waits behind
+                    // the data: edge-triggered epoll will not report it again.
+                    if n < buf.len() && !self.flag(F_PEER_FIN) {
+                        return ReadEnd::Open;
+                    }
+                    if self.output_over_limit() {
+                        // Stop reading now; end_round pauses, or reads again if the
+                        // flush made room.
+                        self.set(F_READ_PENDING);
                         return ReadEnd::Open;
                     }
                 }
@@ -388,6 +397,10 @@ impl ConnInner {
                 }
             }
         }
+        if self.flag(F_READ_PENDING) && !self.reads_blocked() {
+            // Reading stopped early and nothing will report the rest (edge-triggered).
+            self.state.notify(EV_RESUME);
+        }
         let interest = Interest {
             readable: !self.reads_blocked() || self.flag(F_CONNECTING),
             writable: queued > 0 || self.flag(F_CONNECTING),
@@ -400,6 +413,16 @@ impl ConnInner {
         if drained {
             self.call(conn, "on_drained", || handler.on_drained(conn));
         }
+    }
+
+    /// True when the queued output is past the high watermark or the engine-wide budget.
+    fn output_over_limit(&self) -> bool {
+        let cfg = &self.rt.config;
+        let queued = self.io.lock().unwrap().out.queued();
+        queued > cfg.write_high_watermark
+            || cfg.max_pending_bytes.is_some_and(|max| {
+                queued > 0 && self.rt.pending_bytes.load(Ordering::Relaxed) > max
+            })
     }
 
     /// Writes queued output now; keeps the rest queued. Only `WouldBlock` leaves data behind.
@@ -502,6 +525,9 @@ impl Source for ConnInner {
         }
         if ev.closed {
             bits |= EV_HUP;
+        }
+        if ev.closed || ev.read_closed {
+            self.set(F_PEER_FIN);
         }
         if bits != 0 && self.state.notify(bits) {
             // The loop holds the only other reference path; rebuild the Arc from the slab's.

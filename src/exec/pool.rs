@@ -54,6 +54,8 @@ struct Inner {
     /// Mirrors `state.queue.len()` so the hot path can skip the lock when it is empty.
     queued: AtomicUsize,
     live: AtomicUsize,
+    /// Workers stuck in a task that a replacement was started for (counted in `live`).
+    stuck: AtomicUsize,
     shutdown: AtomicBool,
     /// Signalled when the last worker exits.
     exited: Condvar,
@@ -98,6 +100,7 @@ impl Pool {
             }),
             queued: AtomicUsize::new(0),
             live: AtomicUsize::new(0),
+            stuck: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
             exited: Condvar::new(),
             next_id: AtomicUsize::new(0),
@@ -270,7 +273,9 @@ impl Inner {
     fn try_retire(&self) -> bool {
         self.live
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n > self.cfg.workers).then(|| n - 1)
+                // Workers stuck in a task are not available: keep `workers` that are.
+                let stuck = self.stuck.load(Ordering::Acquire);
+                (n.saturating_sub(stuck) > self.cfg.workers).then(|| n - 1)
             })
             .is_ok()
     }
@@ -325,6 +330,7 @@ fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) -> bool {
             if me.replaced.load(Ordering::Acquire) {
                 // A replacement took our place while we were stuck; leave if not needed.
                 me.replaced.store(false, Ordering::Release);
+                pool.stuck.fetch_sub(1, Ordering::AcqRel);
                 if pool.try_retire() {
                     return true;
                 }
@@ -411,6 +417,7 @@ fn monitor(pool: Weak<Inner>, tick: Duration) {
                 && !w.replaced.load(Ordering::Acquire)
             {
                 w.replaced.store(true, Ordering::Release);
+                pool.stuck.fetch_add(1, Ordering::AcqRel);
                 stuck += 1;
             }
         }

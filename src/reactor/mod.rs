@@ -225,7 +225,8 @@ impl LoopState {
         if let Err(e) = lp.poller.register(fd, token, interest) {
             tracing::error!(error = %e, fd, "registering a descriptor failed");
             self.slab.remove(token);
-            self.tokens.remove(&(Arc::as_ptr(&source) as *const () as usize));
+            self.tokens
+                .remove(&(Arc::as_ptr(&source) as *const () as usize));
             source.abort();
         } else {
             source.registered(token);
@@ -257,6 +258,7 @@ impl LoopState {
                         readable: true,
                         writable: false,
                         closed: false,
+                        read_closed: false,
                     });
                 } else {
                     i += 1;

@@ -103,6 +103,7 @@ impl Poller {
                 readable: bits & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLPRI) != 0,
                 writable: bits & libc::EPOLLOUT != 0,
                 closed: bits & (libc::EPOLLHUP | libc::EPOLLERR) != 0,
+                read_closed: bits & libc::EPOLLRDHUP != 0,
             });
         }
         buf.clear();

@@ -74,6 +74,8 @@ pub(crate) struct Event {
     pub writable: bool,
     /// Error or hang-up: the next read or write will tell which.
     pub closed: bool,
+    /// The peer shut down its sending side (EPOLLRDHUP).
+    pub read_closed: bool,
 }
 
 pub(crate) enum Poller {

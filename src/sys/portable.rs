@@ -67,6 +67,7 @@ impl Poller {
                 readable: ev.readable,
                 writable: ev.writable,
                 closed: ev.is_err().unwrap_or(false),
+                read_closed: false,
             });
         }
         Ok(())
