@@ -209,4 +209,11 @@ impl Source for UdpSocketSource {
             conn.notify(super::EV_ABORT);
         }
     }
+
+    fn deregistered(&self) {
+        // Nothing reads this socket any more: close its peers once their output is out.
+        for conn in self.peers.lock().unwrap().values() {
+            conn.notify(EV_CLOSE);
+        }
+    }
 }

@@ -38,6 +38,8 @@ pub(crate) trait Source: Send + Sync + 'static {
     fn loop_stopped(&self) {}
     /// The engine's shutdown deadline passed: close now, whatever is queued.
     fn abort(&self) {}
+    /// The source was deregistered (its binding removed or the engine shutting down).
+    fn deregistered(&self) {}
 }
 
 /// What a source may ask of the loop while it handles readiness.
@@ -204,6 +206,7 @@ impl LoopState {
                     {
                         self.deregister(lp, token, fd);
                     }
+                    source.deregistered();
                 }
                 Command::AbortAll => {
                     for source in self.slab.iter() {
