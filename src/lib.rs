@@ -24,16 +24,24 @@ mod buf;
 mod conn;
 mod engine;
 mod exec;
+pub mod http;
 pub mod net;
 mod reactor;
 mod runtime;
+mod sync_notify;
 mod sys;
 pub mod time;
+
+/// Body types (`fibr::body::Incoming` is the request body services receive).
+pub mod body {
+    pub use crate::http::{BodyError, Incoming};
+}
 
 pub use buf::PooledBuf;
 pub use conn::{Conn, Handler};
 pub use engine::{Binding, Engine};
 pub use exec::{JoinError, JoinHandle};
+pub use http::serve;
 pub use runtime::Config;
 pub use sys::Backend;
 

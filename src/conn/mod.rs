@@ -115,7 +115,7 @@ pub(crate) struct ConnInner {
     peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
     context: Mutex<Option<Box<dyn Any + Send + Sync>>>,
-    udp: Option<udp::PeerLink>,
+    udp: Option<Box<udp::PeerLink>>,
 }
 
 struct Io {
@@ -179,7 +179,7 @@ impl ConnInner {
             peer,
             local,
             context: Mutex::new(None),
-            udp,
+            udp: udp.map(Box::new),
         })
     }
 
@@ -548,6 +548,10 @@ impl Source for ConnInner {
         self.self_arc().notify(EV_ABORT);
     }
 
+    fn by_identity(&self) -> bool {
+        false
+    }
+
     fn interest(&self) -> Interest {
         if self.flag(F_CONNECTING) {
             Interest::BOTH
@@ -678,6 +682,11 @@ impl Conn {
     /// Bytes of output queued and not yet written.
     pub fn queued_bytes(&self) -> usize {
         self.inner.io.lock().unwrap().out.queued()
+    }
+
+    /// True if both handles refer to the same connection.
+    pub fn same(&self, other: &Conn) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// True until the connection is closed.

@@ -130,6 +130,9 @@ impl Output {
         let res = self.write_loop(fd);
         if !self.chunks.is_empty() {
             self.release_pooled();
+        } else if self.chunks.capacity() > 0 {
+            // An idle connection keeps no output memory at all.
+            self.chunks = VecDeque::new();
         }
         res
     }

@@ -104,7 +104,7 @@ impl PeerLink {
         let mut peers = self.socket.peers.lock().unwrap();
         if peers
             .get(&self.peer)
-            .is_some_and(|c| c.udp.as_ref().is_some_and(|l| std::ptr::eq(l, self)))
+            .is_some_and(|c| c.udp.as_ref().is_some_and(|l| std::ptr::eq(&**l, self)))
         {
             peers.remove(&self.peer);
         }

@@ -77,7 +77,42 @@ struct Worker {
     seq: AtomicU64,
     /// Set by the monitor once a replacement was started for this stuck worker.
     replaced: AtomicBool,
-    next: Mutex<Option<Job>>,
+    next: NextSlot,
+}
+
+/// The next slot: touched by its owner on every hand-off and by the monitor only when it
+/// rescues a stuck worker, so a spin lock whose unlock is a plain store beats a Mutex
+/// (whose unlock is an atomic swap).
+struct NextSlot {
+    locked: AtomicBool,
+    job: std::cell::UnsafeCell<Option<Job>>,
+}
+
+// SAFETY: `job` is only accessed while `locked` is held.
+unsafe impl Sync for NextSlot {}
+
+impl NextSlot {
+    fn new() -> NextSlot {
+        NextSlot {
+            locked: AtomicBool::new(false),
+            job: std::cell::UnsafeCell::new(None),
+        }
+    }
+
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut Option<Job>) -> R) -> R {
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        // SAFETY: we hold the lock.
+        let r = f(unsafe { &mut *self.job.get() });
+        self.locked.store(false, Ordering::Release);
+        r
+    }
 }
 
 thread_local! {
@@ -132,6 +167,18 @@ impl Pool {
         self.inner.schedule(job)
     }
 
+    /// True if the calling thread is one of this pool's workers and no loop batch is
+    /// open, i.e. [`schedule_local`] may be used for this pool's tasks.
+    #[inline]
+    pub fn is_local(&self) -> bool {
+        BATCH.with(|b| b.borrow().is_none())
+            && CURRENT.with(|c| {
+                c.borrow()
+                    .as_ref()
+                    .is_some_and(|(pool, _)| std::ptr::eq(pool.as_ptr(), Arc::as_ptr(&self.inner)))
+            })
+    }
+
     /// Queues a task at the back of the shared queue (fairness: a task that used up its
     /// turn goes behind the others).
     pub fn yield_job(&self, job: Job) {
@@ -177,6 +224,22 @@ impl Pool {
     }
 }
 
+/// Puts `job` into the calling worker's next slot (call only when [`Pool::is_local`] said
+/// so for the job's pool); a displaced job goes to the shared queue. Needs no pool handle
+/// from the caller.
+#[inline]
+pub(crate) fn schedule_local(job: Job) {
+    CURRENT.with(|c| {
+        let c = c.borrow();
+        let (pool, worker) = c.as_ref().expect("schedule_local off a worker");
+        if let Some(displaced) = worker.next.with(|n| n.replace(job)) {
+            if let Some(pool) = pool.upgrade() {
+                pool.submit(std::iter::once(displaced));
+            }
+        }
+    })
+}
+
 /// Runs `f` with wake-ups on this thread collected into one batch submitted at the end.
 pub(crate) fn batched<R>(pool: &Pool, f: impl FnOnce() -> R) -> R {
     BATCH.with(|b| *b.borrow_mut() = Some((Arc::as_ptr(&pool.inner), Vec::new())));
@@ -219,7 +282,7 @@ impl Inner {
         // One of our own workers: the next slot.
         let job = CURRENT.with(|c| match c.borrow().as_ref() {
             Some((pool, worker)) if std::ptr::eq(pool.as_ptr(), Arc::as_ptr(self)) => {
-                let displaced = worker.next.lock().unwrap().replace(job);
+                let displaced = worker.next.with(|n| n.replace(job));
                 Err(displaced)
             }
             _ => Ok(job),
@@ -283,7 +346,7 @@ impl Inner {
     fn retire(&self, me: &Arc<Worker>, st: &mut Shared) {
         st.all.retain(|w| !Arc::ptr_eq(w, me));
         st.idle.retain(|w| !Arc::ptr_eq(w, me));
-        if let Some(job) = me.next.lock().unwrap().take() {
+        if let Some(job) = me.next.with(|n| n.take()) {
             st.queue.push_back(job);
             self.queued.store(st.queue.len(), Ordering::Release);
         }
@@ -296,7 +359,7 @@ fn worker_main(pool: Arc<Inner>) {
         woken: AtomicBool::new(false),
         seq: AtomicU64::new(0),
         replaced: AtomicBool::new(false),
-        next: Mutex::new(None),
+        next: NextSlot::new(),
     });
     pool.state.lock().unwrap().all.push(me.clone());
     CURRENT.with(|c| *c.borrow_mut() = Some((Arc::downgrade(&pool), me.clone())));
@@ -324,9 +387,11 @@ fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) -> bool {
     loop {
         let job = take_next(me).or_else(|| pool.pop());
         if let Some(job) = job {
-            me.seq.fetch_add(1, Ordering::Release);
+            // Only this thread writes `seq`: plain stores, no locked read-modify-write.
+            let seq = me.seq.load(Ordering::Relaxed);
+            me.seq.store(seq + 1, Ordering::Release);
             job.run();
-            me.seq.fetch_add(1, Ordering::Release);
+            me.seq.store(seq + 2, Ordering::Release);
             if me.replaced.load(Ordering::Acquire) {
                 // A replacement took our place while we were stuck; leave if not needed.
                 me.replaced.store(false, Ordering::Release);
@@ -343,7 +408,7 @@ fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) -> bool {
         // Park: register as idle under the queue's lock unless work arrived meanwhile.
         {
             let mut st = pool.state.lock().unwrap();
-            if !st.queue.is_empty() || me.next.lock().unwrap().is_some() {
+            if !st.queue.is_empty() || me.next.with(|n| n.is_some()) {
                 continue;
             }
             me.woken.store(false, Ordering::Release);
@@ -385,7 +450,7 @@ fn take_next(me: &Worker) -> Option<Job> {
         NEXT_RUNS.with(|n| n.set(0));
         return None;
     }
-    let job = me.next.lock().unwrap().take();
+    let job = me.next.with(|n| n.take());
     NEXT_RUNS.with(|n| n.set(if job.is_some() { runs + 1 } else { 0 }));
     job
 }
@@ -430,7 +495,7 @@ fn monitor(pool: Weak<Inner>, tick: Duration) {
             .all
             .iter()
             .filter(|w| w.replaced.load(Ordering::Acquire))
-            .filter_map(|w| w.next.lock().unwrap().take())
+            .filter_map(|w| w.next.with(|n| n.take()))
             .collect();
         st.queue.extend(rescued);
         pool.queued.store(st.queue.len(), Ordering::Release);

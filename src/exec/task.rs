@@ -114,8 +114,14 @@ where
 
     fn wake_arc(self: Arc<Self>) {
         if self.state.notify(WAKE) {
-            let pool = self.pool.clone();
-            pool.schedule(self);
+            if self.pool.is_local() {
+                // Woken on one of our workers: its next slot, without cloning the pool
+                // handle (an atomic on a cache line every thread of the pool shares).
+                super::pool::schedule_local(self);
+            } else {
+                let pool = self.pool.clone();
+                pool.schedule(self);
+            }
         }
     }
 

@@ -179,6 +179,10 @@ impl TcpListener {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         socket::local_addr(self.reg.fd()).ok_or_else(|| io::Error::other("no local address"))
     }
+
+    pub(crate) fn into_fd(self) -> io::Result<(OwnedFd, std::sync::Arc<crate::runtime::Runtime>)> {
+        self.reg.into_fd()
+    }
 }
 
 impl AsRawFd for TcpListener {
@@ -278,6 +282,10 @@ impl UnixListener {
         Ok(UnixListener {
             reg: Registration::new(OwnedFd::from(listener))?,
         })
+    }
+
+    pub(crate) fn into_fd(self) -> io::Result<(OwnedFd, std::sync::Arc<crate::runtime::Runtime>)> {
+        self.reg.into_fd()
     }
 
     /// Accepts the next connection.

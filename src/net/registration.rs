@@ -155,6 +155,13 @@ impl Registration {
         &self.rt
     }
 
+    /// Gives the descriptor to another owner: a duplicate is returned and this
+    /// registration (with its original descriptor) is dropped.
+    pub fn into_fd(self) -> io::Result<(OwnedFd, Arc<Runtime>)> {
+        let fd = crate::sys::socket::dup(self.fd())?;
+        Ok((fd, self.rt.clone()))
+    }
+
     /// Runs `op` until it stops returning `WouldBlock`, waiting for readiness in between.
     pub fn poll_io<R>(
         &self,

@@ -38,6 +38,11 @@ pub(crate) trait Source: Send + Sync + 'static {
     fn loop_stopped(&self) {}
     /// The engine's shutdown deadline passed: close now, whatever is queued.
     fn abort(&self) {}
+    /// Whether this source is deregistered by identity (`Command::Deregister`) rather
+    /// than by token; only those are indexed by identity.
+    fn by_identity(&self) -> bool {
+        true
+    }
     /// The source was deregistered (its binding removed or the engine shutting down).
     fn deregistered(&self) {}
 }
@@ -223,8 +228,10 @@ impl LoopState {
     fn register(&mut self, lp: &Loop, fd: RawFd, source: Arc<dyn Source>) {
         let interest = source.interest();
         let token = self.slab.insert(source.clone());
-        self.tokens
-            .insert(Arc::as_ptr(&source) as *const () as usize, token);
+        if source.by_identity() {
+            self.tokens
+                .insert(Arc::as_ptr(&source) as *const () as usize, token);
+        }
         if let Err(e) = lp.poller.register(fd, token, interest) {
             tracing::error!(error = %e, fd, "registering a descriptor failed");
             self.slab.remove(token);
@@ -238,8 +245,10 @@ impl LoopState {
 
     fn deregister(&mut self, lp: &Loop, token: u64, fd: RawFd) {
         if let Some(source) = self.slab.remove(token) {
-            self.tokens
-                .remove(&(Arc::as_ptr(&source) as *const () as usize));
+            if source.by_identity() {
+                self.tokens
+                    .remove(&(Arc::as_ptr(&source) as *const () as usize));
+            }
             let _ = lp.poller.deregister(fd);
         }
     }

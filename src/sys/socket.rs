@@ -275,6 +275,14 @@ pub(crate) fn sendfile(out: RawFd, file: RawFd, offset: &mut u64, len: usize) ->
     }
 }
 
+/// A second descriptor for the same socket (close-on-exec).
+pub(crate) fn dup(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the new descriptor is checked and then owned.
+    let new = cvt(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })?;
+    // SAFETY: fcntl returned a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
 pub(crate) fn shutdown_write(fd: RawFd) -> io::Result<()> {
     // SAFETY: plain syscall on an open descriptor.
     cvt(unsafe { libc::shutdown(fd, libc::SHUT_WR) })?;

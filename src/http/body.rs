@@ -1,0 +1,297 @@
+//! Request bodies: [`Incoming`], fed by a connection's rounds and read by the service.
+//!
+//! The connection pushes decoded body bytes into a small shared channel; the service reads
+//! frames from it. When the channel holds more than its bound, the connection stops reading
+//! the socket until the service catches up, so a slow consumer never makes the server
+//! buffer a whole upload. `Expect: 100-continue` is answered when the service first asks
+//! for the body.
+
+use crate::Conn;
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// Why reading a request body failed.
+#[derive(Debug)]
+pub struct BodyError {
+    kind: BodyErrorKind,
+}
+
+#[derive(Debug)]
+enum BodyErrorKind {
+    /// The connection closed before the body was complete.
+    Incomplete,
+    /// The body could not be decoded (bad chunked framing).
+    Malformed(String),
+    /// The body is larger than the server allows.
+    TooLarge(u64),
+}
+
+impl BodyError {
+    pub(crate) fn incomplete() -> BodyError {
+        BodyError {
+            kind: BodyErrorKind::Incomplete,
+        }
+    }
+    pub(crate) fn malformed(why: impl Into<String>) -> BodyError {
+        BodyError {
+            kind: BodyErrorKind::Malformed(why.into()),
+        }
+    }
+    pub(crate) fn too_large(limit: u64) -> BodyError {
+        BodyError {
+            kind: BodyErrorKind::TooLarge(limit),
+        }
+    }
+
+    /// True if the body exceeded the server's `max_body_size`.
+    pub fn is_too_large(&self) -> bool {
+        matches!(self.kind, BodyErrorKind::TooLarge(_))
+    }
+}
+
+impl fmt::Display for BodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            BodyErrorKind::Incomplete => {
+                f.write_str("the connection closed before the request body was complete")
+            }
+            BodyErrorKind::Malformed(why) => write!(f, "malformed request body: {why}"),
+            BodyErrorKind::TooLarge(limit) => {
+                write!(f, "request body larger than the limit of {limit} bytes")
+            }
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+/// A request body as it arrives from the connection.
+pub struct Incoming {
+    chan: Option<Arc<BodyChan>>,
+    /// Exact length when the request framed it with Content-Length.
+    length: Option<u64>,
+}
+
+impl Incoming {
+    /// A body with no bytes.
+    pub fn empty() -> Incoming {
+        Incoming {
+            chan: None,
+            length: Some(0),
+        }
+    }
+
+    pub(crate) fn channel(
+        conn: Conn,
+        length: Option<u64>,
+        expect_continue: bool,
+        limit: usize,
+    ) -> (Incoming, BodySender) {
+        let chan = Arc::new(BodyChan {
+            state: Mutex::new(ChanState {
+                chunks: VecDeque::new(),
+                buffered: 0,
+                end: None,
+                reader: None,
+                reader_gone: false,
+                expect_continue,
+                held: false,
+            }),
+            conn,
+            limit,
+        });
+        (
+            Incoming {
+                chan: Some(chan.clone()),
+                length,
+            },
+            BodySender { chan },
+        )
+    }
+}
+
+impl fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Incoming")
+            .field("length", &self.length)
+            .finish()
+    }
+}
+
+struct BodyChan {
+    state: Mutex<ChanState>,
+    conn: Conn,
+    /// Bytes buffered before the connection holds reads.
+    limit: usize,
+}
+
+enum End {
+    Done(Option<HeaderMap>),
+    Failed(BodyError),
+}
+
+struct ChanState {
+    chunks: VecDeque<Bytes>,
+    buffered: usize,
+    end: Option<End>,
+    reader: Option<Waker>,
+    reader_gone: bool,
+    /// A `100 Continue` is owed the first time the body is read.
+    expect_continue: bool,
+    /// The connection's reads are held because the buffer is full.
+    held: bool,
+}
+
+/// The connection's end of a body channel.
+pub(crate) struct BodySender {
+    chan: Arc<BodyChan>,
+}
+
+impl BodySender {
+    /// Queues body bytes. Returns false when the buffer is full and the connection holds
+    /// its reads until the reader drains it. Bytes for a dropped body are discarded.
+    pub fn push(&self, data: Bytes) -> bool {
+        let mut st = self.chan.state.lock().unwrap();
+        if st.reader_gone || data.is_empty() {
+            return true;
+        }
+        st.buffered += data.len();
+        st.chunks.push_back(data);
+        let waker = st.reader.take();
+        let full = st.buffered >= self.chan.limit;
+        if full {
+            st.held = true;
+            self.chan.conn.hold_reads();
+        }
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        !full
+    }
+
+    /// Ends the body (with trailers, if any).
+    pub fn finish(self, trailers: Option<HeaderMap>) {
+        self.end(End::Done(trailers));
+    }
+
+    /// Ends the body with an error the reader will see.
+    pub fn fail(self, err: BodyError) {
+        self.end(End::Failed(err));
+    }
+
+    fn end(&self, end: End) {
+        let mut st = self.chan.state.lock().unwrap();
+        if st.end.is_none() {
+            st.end = Some(end);
+        }
+        let waker = st.reader.take();
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// True once the service dropped its body: the rest can be discarded.
+    pub fn reader_gone(&self) -> bool {
+        self.chan.state.lock().unwrap().reader_gone
+    }
+
+    /// True while the service has not yet asked for a body that expects `100 Continue`.
+    pub fn awaiting_continue(&self) -> bool {
+        self.chan.state.lock().unwrap().expect_continue
+    }
+}
+
+impl Drop for BodySender {
+    fn drop(&mut self) {
+        // A body the connection stopped feeding without finishing it is incomplete.
+        self.end(End::Failed(BodyError::incomplete()));
+    }
+}
+
+impl Body for Incoming {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let Some(chan) = self.chan.as_ref() else {
+            return Poll::Ready(None);
+        };
+        let mut st = chan.state.lock().unwrap();
+        if let Some(data) = st.chunks.pop_front() {
+            st.buffered -= data.len();
+            if st.held && st.buffered < chan.limit / 2 {
+                st.held = false;
+                chan.conn.resume_reads();
+            }
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+        match st.end.take() {
+            Some(End::Done(Some(trailers))) => {
+                st.end = Some(End::Done(None));
+                return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+            }
+            Some(End::Done(None)) => {
+                st.end = Some(End::Done(None));
+                return Poll::Ready(None);
+            }
+            Some(End::Failed(e)) => {
+                st.end = Some(End::Done(None));
+                return Poll::Ready(Some(Err(e)));
+            }
+            None => {}
+        }
+        if st.expect_continue {
+            st.expect_continue = false;
+            let _ = chan.conn.send(b"HTTP/1.1 100 Continue\r\n\r\n");
+            // The client may now send; make sure the connection reads.
+            chan.conn.resume_reads();
+        }
+        st.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.chan {
+            None => true,
+            Some(chan) => {
+                let st = chan.state.lock().unwrap();
+                st.chunks.is_empty() && matches!(st.end, Some(End::Done(None)))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.length {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        if let Some(chan) = &self.chan {
+            let mut st = chan.state.lock().unwrap();
+            st.reader_gone = true;
+            st.chunks.clear();
+            st.buffered = 0;
+            let held = std::mem::take(&mut st.held);
+            drop(st);
+            if held {
+                // The connection discards the rest of this body (up to its drain bound).
+                chan.conn.resume_reads();
+            }
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! HTTP server settings: limits, timeouts, keep-alive.
+
+use std::time::Duration;
+
+/// Limits and timeouts of fibr's HTTP server. Every limit is answered with the status the
+/// RFC names (400, 408, 413, 414, 431) and, where the protocol says so, a closed connection.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Largest request head (request line and headers) in bytes; over it: 431.
+    pub max_head_bytes: usize,
+    /// Most header fields in a request; over it: 431.
+    pub max_headers: usize,
+    /// Longest request-target in bytes; over it: 414.
+    pub max_uri_len: usize,
+    /// Largest request body accepted, if limited; a larger Content-Length gets 413 without
+    /// calling the service, a larger chunked body fails the body stream and closes.
+    pub max_body_size: Option<u64>,
+    /// Time allowed for a request head to arrive once its first byte has (slowloris); then
+    /// 408 and close.
+    pub header_read_timeout: Option<Duration>,
+    /// A keep-alive connection with no request in progress is closed after this long.
+    pub idle_timeout: Option<Duration>,
+    /// Requests served on one connection before it is closed (`connection: close` on the last).
+    pub max_requests_per_connection: Option<usize>,
+    /// Request body bytes buffered for a service that is not reading; past it, the
+    /// connection stops reading until the service catches up.
+    pub body_buffer: usize,
+    /// Unread request body bytes the server drains (to keep the connection) after the
+    /// response; a longer remainder closes the connection instead.
+    pub max_drain_bytes: u64,
+    /// Responses waiting their turn on one pipelined connection; past it, reading pauses.
+    pub max_pipelined: usize,
+    /// Bytes of response queued in the socket's output before a streaming body is polled
+    /// again (large responses are never buffered whole).
+    pub response_buffer: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            max_head_bytes: 64 * 1024,
+            max_headers: 100,
+            max_uri_len: 8 * 1024,
+            max_body_size: None,
+            header_read_timeout: Some(Duration::from_secs(30)),
+            idle_timeout: Some(Duration::from_secs(60)),
+            max_requests_per_connection: None,
+            body_buffer: 64 * 1024,
+            max_drain_bytes: 64 * 1024,
+            max_pipelined: 64,
+            response_buffer: 64 * 1024,
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! `fibr::serve`: axum's `serve`, on fibr.
+
+use super::config::Config;
+use super::server::Server;
+use super::service::{MakeService, ServiceMarker};
+use crate::conn::{Handler, Kind, Listener};
+use crate::reactor::{self, Command};
+use crate::runtime::Runtime;
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A listener `fibr::serve` can take over: `fibr::net::TcpListener` or `UnixListener`.
+pub trait ServeListener {
+    #[doc(hidden)]
+    fn into_parts(self) -> io::Result<ListenerParts>;
+}
+
+/// A listener's descriptor, kind and runtime, as `serve` takes them over.
+#[doc(hidden)]
+pub struct ListenerParts {
+    fd: OwnedFd,
+    kind: Kind,
+    rt: Arc<Runtime>,
+}
+
+impl ServeListener for crate::net::TcpListener {
+    fn into_parts(self) -> io::Result<ListenerParts> {
+        let (fd, rt) = self.into_fd()?;
+        Ok(ListenerParts {
+            fd,
+            kind: Kind::Tcp,
+            rt,
+        })
+    }
+}
+
+impl ServeListener for crate::net::UnixListener {
+    fn into_parts(self) -> io::Result<ListenerParts> {
+        let (fd, rt) = self.into_fd()?;
+        Ok(ListenerParts {
+            fd,
+            kind: Kind::Unix,
+            rt,
+        })
+    }
+}
+
+/// Serves `app` on `listener` over HTTP/1.1 until the future is dropped (or, with
+/// [`Serve::with_graceful_shutdown`], until the signal completes and every connection has
+/// finished). `app` is what `axum::serve` takes: a `Router`, `into_make_service()`,
+/// `into_make_service_with_connect_info::<SocketAddr>()` (with feature `axum`), or any
+/// `tower::Service<http::Request<fibr::http::Incoming>>`.
+pub fn serve<L, M, Marker>(listener: L, app: M) -> Serve<M, Marker>
+where
+    L: ServeListener,
+    M: MakeService<Marker>,
+    Server<M, Marker>: Handler,
+{
+    Serve {
+        listener: listener.into_parts(),
+        app,
+        config: Config::default(),
+        _marker: PhantomData,
+    }
+}
+
+/// The future-to-be of [`serve`]; `.await` it.
+#[must_use = "a Serve does nothing until awaited"]
+pub struct Serve<M, Marker = ServiceMarker> {
+    listener: io::Result<ListenerParts>,
+    app: M,
+    config: Config,
+    _marker: PhantomData<fn() -> Marker>,
+}
+
+impl<M, Marker> Serve<M, Marker>
+where
+    M: MakeService<Marker>,
+    Marker: 'static,
+    Server<M, Marker>: Handler,
+{
+    /// Uses these limits and timeouts instead of the defaults.
+    pub fn with_config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Stops accepting when `signal` completes, then waits for open connections to finish
+    /// their requests (idle ones close at once) before the serve future resolves.
+    pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<M, Marker, F>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        WithGracefulShutdown {
+            serve: self,
+            signal,
+        }
+    }
+
+    async fn run(self, signal: Option<Pin<Box<dyn Future<Output = ()> + Send>>>) -> io::Result<()> {
+        let ListenerParts { fd, kind, rt } = self.listener?;
+        reactor::ensure_running(&rt)?;
+        let server = Server::<M, Marker>::with_config(self.app, self.config);
+        let shared = server.shared().clone();
+        let raw = fd.as_raw_fd();
+        let handler: Arc<dyn Handler> = Arc::new(server);
+        let listener = Arc::new(Listener { fd, kind, handler });
+        let lp = reactor::pick(&rt).clone();
+        lp.send(Command::Register(raw, listener.clone()));
+        // Stops accepting if this future is dropped (or when the signal fires).
+        let _stop = StopAccepting {
+            lp: lp.clone(),
+            listener: Some(listener),
+            raw,
+        };
+        match signal {
+            Some(signal) => signal.await,
+            None => std::future::pending::<()>().await,
+        }
+        drop(_stop);
+        shared.start_draining();
+        shared.drained().wait().await;
+        Ok(())
+    }
+}
+
+struct StopAccepting {
+    lp: Arc<reactor::Loop>,
+    listener: Option<Arc<Listener>>,
+    raw: std::os::fd::RawFd,
+}
+
+impl Drop for StopAccepting {
+    fn drop(&mut self) {
+        if let Some(l) = self.listener.take() {
+            self.lp.send(Command::Deregister(l, self.raw));
+        }
+    }
+}
+
+impl<M, Marker> IntoFuture for Serve<M, Marker>
+where
+    M: MakeService<Marker>,
+    Marker: 'static,
+    Server<M, Marker>: Handler,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.run(None))
+    }
+}
+
+/// [`serve`] with a graceful-shutdown signal; `.await` it.
+#[must_use = "a Serve does nothing until awaited"]
+pub struct WithGracefulShutdown<M, Marker, F> {
+    serve: Serve<M, Marker>,
+    signal: F,
+}
+
+impl<M, Marker, F> IntoFuture for WithGracefulShutdown<M, Marker, F>
+where
+    M: MakeService<Marker>,
+    Marker: 'static,
+    Server<M, Marker>: Handler,
+    F: Future<Output = ()> + Send + 'static,
+{
+    type Output = io::Result<()>;
+    type IntoFuture = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.serve.run(Some(Box::pin(self.signal))))
+    }
+}

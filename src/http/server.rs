@@ -1,0 +1,836 @@
+//! The HTTP/1.1 dispatcher: a fibr [`Handler`] that serves a tower service.
+//!
+//! Each round parses every complete request in the bytes read, calls the service, polls
+//! the response futures right away (most finish in that first poll), and encodes every
+//! response that is ready, in request order, into the round's single write. Futures that
+//! are still pending hold the connection's waker; their wake-up runs another round.
+//! Bytes that must outlive the round (a partial head, body bytes the service has not
+//! taken) are kept in a small per-connection buffer; an idle connection keeps none.
+
+use super::body::{BodyError, BodySender, Incoming};
+use super::config::Config;
+use super::h1::chunked::{ChunkedDecoder, Decoded};
+use super::h1::encode::{self, ResponseFraming};
+use super::h1::parse::{self, BodyFraming, Limits, RequestHead};
+use super::service::{BoxError, ConnInfo, MakeService};
+use crate::time::Sleep;
+use crate::{Conn, Handler};
+use bytes::{Buf, Bytes};
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version};
+use http_body::Body;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+use tower_service::Service;
+
+/// Most trailer bytes accepted at the end of a chunked request body.
+const MAX_TRAILER_BYTES: usize = 16 * 1024;
+
+thread_local! {
+    /// Per-thread scratch for encoding a round's output before the one send.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Serves a tower service (or a make-service) over HTTP/1.1 as a fibr connection handler.
+pub struct Server<M, Marker = super::service::ServiceMarker> {
+    shared: Arc<Shared<M>>,
+    _marker: PhantomData<fn() -> Marker>,
+}
+
+pub(crate) struct Shared<M> {
+    make: M,
+    config: Config,
+    limits: Limits,
+    /// Live connections, for graceful shutdown.
+    conns: Mutex<Vec<Conn>>,
+    live: AtomicUsize,
+    draining: AtomicBool,
+    drained: crate::sync_notify::Notify,
+}
+
+impl<M> Server<M> {
+    /// A server for `app` with the default [`Config`].
+    pub fn new<Marker>(app: M) -> Server<M, Marker>
+    where
+        M: MakeService<Marker>,
+    {
+        Server::with_config(app, Config::default())
+    }
+}
+
+impl<M, Marker> Server<M, Marker> {
+    /// A server for `app` with `config`.
+    pub fn with_config(app: M, config: Config) -> Server<M, Marker> {
+        let limits = Limits {
+            max_head_bytes: config.max_head_bytes,
+            max_headers: config.max_headers,
+            max_uri_len: config.max_uri_len,
+        };
+        Server {
+            shared: Arc::new(Shared {
+                make: app,
+                config,
+                limits,
+                conns: Mutex::new(Vec::new()),
+                live: AtomicUsize::new(0),
+                draining: AtomicBool::new(false),
+                drained: crate::sync_notify::Notify::new(),
+            }),
+            _marker: PhantomData,
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared<M>> {
+        &self.shared
+    }
+}
+
+impl<M> Shared<M> {
+    /// Graceful shutdown: idle connections close now, busy ones after their response.
+    pub(crate) fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+        let conns = std::mem::take(&mut *self.conns.lock().unwrap());
+        for c in conns.iter() {
+            c.waker().wake();
+        }
+        *self.conns.lock().unwrap() = conns;
+        if self.live.load(Ordering::Acquire) == 0 {
+            self.drained.notify();
+        }
+    }
+
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn drained(&self) -> &crate::sync_notify::Notify {
+        &self.drained
+    }
+}
+
+/// One request's progress, from the service call to the last byte of its response.
+struct Exchange<F, B> {
+    stage: Stage<F, B>,
+    head_only: bool,
+    version: Version,
+    keep_alive: bool,
+}
+
+enum Stage<F, B> {
+    Calling(Pin<Box<F>>),
+    Ready(Response<B>),
+    Streaming {
+        body: Pin<Box<B>>,
+        framing: ResponseFraming,
+    },
+    /// A canned response (errors the server answers itself).
+    Canned(Vec<u8>),
+}
+
+/// The request body being read off the wire.
+struct BodyIn {
+    sender: BodySender,
+    framing: BodyFraming,
+    decoder: Option<ChunkedDecoder>,
+    remaining: u64,
+    received: u64,
+}
+
+struct ConnState<S: Service<Request<Incoming>>, B> {
+    svc: S,
+    waker: Waker,
+    /// Unparsed bytes kept across rounds (empty, without capacity, when idle).
+    buf: Vec<u8>,
+    body: Option<BodyIn>,
+    queue: VecDeque<Exchange<S::Future, B>>,
+    /// A request waiting for the service to be ready.
+    waiting: Option<(Request<Incoming>, bool, Version, bool)>,
+    served: usize,
+    /// No more requests are read; close once the queue is written.
+    closing: bool,
+    /// The peer finished sending.
+    eof: bool,
+    /// Reads are held because too many responses wait.
+    held_for_pipeline: bool,
+    head_started: Option<Instant>,
+    idle_since: Instant,
+    timer: Option<Sleep>,
+}
+
+impl<M, Marker, S, B> Handler for Server<M, Marker>
+where
+    M: MakeService<Marker, Service = S, Body = B>,
+    Marker: 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    fn on_open(&self, conn: &Conn) {
+        let shared = &self.shared;
+        if shared.draining.load(Ordering::Acquire) {
+            conn.close();
+            return;
+        }
+        let info = ConnInfo {
+            peer: conn.peer_addr(),
+            local: conn.local_addr(),
+        };
+        let svc = match shared.make.make_service(&info) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "could not make a service for a connection");
+                conn.close();
+                return;
+            }
+        };
+        shared.live.fetch_add(1, Ordering::AcqRel);
+        shared.conns.lock().unwrap().push(conn.clone());
+        let state: ConnState<S, B> = ConnState {
+            svc,
+            waker: conn.waker(),
+            buf: Vec::new(),
+            body: None,
+            queue: VecDeque::new(),
+            waiting: None,
+            served: 0,
+            closing: false,
+            eof: false,
+            held_for_pipeline: false,
+            head_started: None,
+            idle_since: Instant::now(),
+            timer: None,
+        };
+        conn.set_context(Mutex::new(state));
+        with_state::<S, B>(conn, |st| st.arm_timer(conn, &shared.config));
+    }
+
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        with_state::<S, B>(conn, |st| {
+            st.input(conn, data, &self.shared);
+            st.drive(conn, &self.shared);
+        });
+    }
+
+    fn on_wake(&self, conn: &Conn) {
+        with_state::<S, B>(conn, |st| {
+            if self.shared.draining.load(Ordering::Acquire) && !st.closing {
+                st.closing = true;
+            }
+            if !st.buf.is_empty() && !conn.reads_held() {
+                let buf = std::mem::take(&mut st.buf);
+                st.input(conn, &buf, &self.shared);
+            }
+            st.drive(conn, &self.shared);
+        });
+    }
+
+    fn on_drained(&self, conn: &Conn) {
+        with_state::<S, B>(conn, |st| st.drive(conn, &self.shared));
+    }
+
+    fn on_eof(&self, conn: &Conn) {
+        with_state::<S, B>(conn, |st| {
+            st.eof = true;
+            st.closing = true;
+            if let Some(body) = st.body.take() {
+                body.sender.fail(BodyError::incomplete());
+            }
+            st.drive(conn, &self.shared);
+        });
+    }
+
+    fn on_close(&self, conn: &Conn, _err: Option<io::Error>) {
+        if conn.take_context::<Mutex<ConnState<S, B>>>().is_some() {
+            let shared = &self.shared;
+            shared.conns.lock().unwrap().retain(|c| !c.same(conn));
+            if shared.live.fetch_sub(1, Ordering::AcqRel) == 1
+                && shared.draining.load(Ordering::Acquire)
+            {
+                shared.drained.notify();
+            }
+        }
+    }
+}
+
+/// Runs `f` on the connection's HTTP state (none once it is closed).
+fn with_state<S, B>(conn: &Conn, f: impl FnOnce(&mut ConnState<S, B>))
+where
+    S: Service<Request<Incoming>> + Send + 'static,
+    S::Future: Send + 'static,
+    B: Send + 'static,
+{
+    conn.with_context::<Mutex<ConnState<S, B>>, _>(|st| {
+        if let Some(st) = st {
+            f(st.get_mut().unwrap_or_else(|e| e.into_inner()));
+        }
+    });
+}
+
+impl<S, B> ConnState<S, B>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    /// Takes bytes from the socket: keeps what cannot be used now.
+    fn input<M>(&mut self, conn: &Conn, data: &[u8], shared: &Shared<M>) {
+        if self.buf.is_empty() {
+            let used = self.process(conn, data, shared);
+            if used < data.len() {
+                self.buf.extend_from_slice(&data[used..]);
+            }
+        } else {
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.extend_from_slice(data);
+            let used = self.process(conn, &buf, shared);
+            buf.drain(..used);
+            self.buf = buf;
+        }
+        if self.buf.is_empty() && self.buf.capacity() > 0 {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// Parses requests and feeds bodies from `input`; returns the bytes consumed.
+    fn process<M>(&mut self, conn: &Conn, input: &[u8], shared: &Shared<M>) -> usize {
+        let cfg = &shared.config;
+        let mut pos = 0;
+        loop {
+            if self.body.is_some() {
+                pos += self.feed_body(conn, &input[pos..], cfg);
+                if self.body.is_some() {
+                    return pos;
+                }
+            }
+            if pos == input.len() || self.closing {
+                if self.closing {
+                    // Nothing after a request we will not answer normally is read.
+                    return input.len();
+                }
+                return pos;
+            }
+            if self.waiting.is_some() {
+                return pos;
+            }
+            if self.queue.len() >= cfg.max_pipelined {
+                self.held_for_pipeline = true;
+                conn.hold_reads();
+                return pos;
+            }
+            match parse::parse_request_head(&input[pos..], &shared.limits) {
+                Ok(None) => {
+                    if self.head_started.is_none() {
+                        self.head_started = Some(Instant::now());
+                    }
+                    return pos;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "bad request head");
+                    self.answer_error(e.status(), Version::HTTP_11);
+                    return input.len();
+                }
+                Ok(Some((head, used))) => {
+                    pos += used;
+                    self.head_started = None;
+                    self.start_request(conn, head, cfg);
+                }
+            }
+        }
+    }
+
+    fn start_request(&mut self, conn: &Conn, head: RequestHead, cfg: &Config) {
+        let RequestHead {
+            method,
+            uri,
+            version,
+            headers,
+            framing,
+            mut keep_alive,
+            expect_continue,
+            ..
+        } = head;
+        self.served += 1;
+        if cfg
+            .max_requests_per_connection
+            .is_some_and(|max| self.served >= max)
+        {
+            keep_alive = false;
+        }
+        if let (Some(max), BodyFraming::Length(n)) = (cfg.max_body_size, &framing) {
+            if *n > max {
+                self.answer_error(StatusCode::PAYLOAD_TOO_LARGE, version);
+                return;
+            }
+        }
+        let body = match framing {
+            BodyFraming::Empty => Incoming::empty(),
+            BodyFraming::Length(0) => Incoming::empty(),
+            BodyFraming::Length(n) => {
+                let (body, sender) =
+                    Incoming::channel(conn.clone(), Some(n), expect_continue, cfg.body_buffer);
+                self.body = Some(BodyIn {
+                    sender,
+                    framing: BodyFraming::Length(n),
+                    decoder: None,
+                    remaining: n,
+                    received: 0,
+                });
+                body
+            }
+            BodyFraming::Chunked => {
+                let (body, sender) =
+                    Incoming::channel(conn.clone(), None, expect_continue, cfg.body_buffer);
+                self.body = Some(BodyIn {
+                    sender,
+                    framing: BodyFraming::Chunked,
+                    decoder: Some(ChunkedDecoder::new(MAX_TRAILER_BYTES)),
+                    remaining: 0,
+                    received: 0,
+                });
+                body
+            }
+        };
+        let head_only = method == Method::HEAD;
+        let mut req = Request::new(body);
+        *req.method_mut() = method;
+        *req.uri_mut() = uri;
+        *req.version_mut() = version;
+        *req.headers_mut() = headers;
+        if !keep_alive {
+            self.closing = true;
+        }
+        self.call(req, head_only, version, keep_alive);
+    }
+
+    /// Calls the service if it is ready, else parks the request until it is.
+    fn call(
+        &mut self,
+        req: Request<Incoming>,
+        head_only: bool,
+        version: Version,
+        keep_alive: bool,
+    ) {
+        let mut cx = Context::from_waker(&self.waker);
+        let ready = catch_unwind(AssertUnwindSafe(|| self.svc.poll_ready(&mut cx)));
+        let stage = match ready {
+            Ok(Poll::Pending) => {
+                self.waiting = Some((req, head_only, version, keep_alive));
+                return;
+            }
+            Ok(Poll::Ready(Ok(()))) => {
+                match catch_unwind(AssertUnwindSafe(|| self.svc.call(req))) {
+                    Ok(fut) => Stage::Calling(Box::pin(fut)),
+                    Err(_) => {
+                        tracing::error!("the service panicked while being called");
+                        Stage::Canned(error_response(StatusCode::INTERNAL_SERVER_ERROR, version))
+                    }
+                }
+            }
+            Ok(Poll::Ready(Err(e))) => {
+                tracing::error!(error = %e.into(), "the service failed");
+                self.closing = true;
+                Stage::Canned(error_response(StatusCode::INTERNAL_SERVER_ERROR, version))
+            }
+            Err(_) => {
+                tracing::error!("the service panicked in poll_ready");
+                self.closing = true;
+                Stage::Canned(error_response(StatusCode::INTERNAL_SERVER_ERROR, version))
+            }
+        };
+        self.queue.push_back(Exchange {
+            stage,
+            head_only,
+            version,
+            keep_alive,
+        });
+    }
+
+    /// Queues a response the server makes itself, then stops reading requests.
+    fn answer_error(&mut self, status: StatusCode, version: Version) {
+        self.closing = true;
+        if let Some(body) = self.body.take() {
+            body.sender.fail(BodyError::malformed(status.to_string()));
+        }
+        self.queue.push_back(Exchange {
+            stage: Stage::Canned(error_response(status, version)),
+            head_only: false,
+            version,
+            keep_alive: false,
+        });
+    }
+
+    /// Feeds request body bytes to the service; returns the bytes consumed.
+    fn feed_body(&mut self, conn: &Conn, input: &[u8], cfg: &Config) -> usize {
+        let Some(body) = self.body.as_mut() else {
+            return 0;
+        };
+        let mut pos = 0;
+        loop {
+            if conn.reads_held() && !body.sender.reader_gone() {
+                // The service is behind: keep the rest for later.
+                return pos;
+            }
+            match body.framing {
+                BodyFraming::Length(_) => {
+                    let n = (body.remaining as usize).min(input.len() - pos);
+                    if n > 0 {
+                        body.sender
+                            .push(Bytes::copy_from_slice(&input[pos..pos + n]));
+                        body.remaining -= n as u64;
+                        pos += n;
+                    }
+                    if body.remaining == 0 {
+                        let body = self.body.take().unwrap();
+                        body.sender.finish(None);
+                    }
+                    return pos;
+                }
+                BodyFraming::Chunked => {
+                    let decoder = body.decoder.as_mut().unwrap();
+                    match decoder.decode(&input[pos..]) {
+                        Ok((used, Decoded::Data(d))) => {
+                            pos += used;
+                            body.received += d.len() as u64;
+                            if cfg.max_body_size.is_some_and(|max| body.received > max) {
+                                let limit = cfg.max_body_size.unwrap_or(0);
+                                let body = self.body.take().unwrap();
+                                body.sender.fail(BodyError::too_large(limit));
+                                self.closing = true;
+                                return input.len();
+                            }
+                            body.sender.push(Bytes::copy_from_slice(d));
+                        }
+                        Ok((used, Decoded::Done(trailers))) => {
+                            pos += used;
+                            let body = self.body.take().unwrap();
+                            body.sender.finish(trailers);
+                            return pos;
+                        }
+                        Ok((used, Decoded::NeedMore)) => return pos + used,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "bad chunked request body");
+                            let body = self.body.take().unwrap();
+                            body.sender.fail(BodyError::malformed(e.to_string()));
+                            self.answer_error(StatusCode::BAD_REQUEST, Version::HTTP_11);
+                            return input.len();
+                        }
+                    }
+                }
+                BodyFraming::Empty => {
+                    self.body.take();
+                    return pos;
+                }
+            }
+        }
+    }
+
+    /// Polls what can make progress and writes every response that is ready, in order.
+    fn drive<M>(&mut self, conn: &Conn, shared: &Shared<M>) {
+        let cfg = &shared.config;
+        if let Some((req, head_only, version, keep_alive)) = self.waiting.take() {
+            self.call(req, head_only, version, keep_alive);
+        }
+        let waker = self.waker.clone();
+        let mut cx = Context::from_waker(&waker);
+        // Let every pending call make progress, even those whose turn has not come.
+        for ex in self.queue.iter_mut() {
+            if let Stage::Calling(fut) = &mut ex.stage {
+                match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
+                    Ok(Poll::Pending) => {}
+                    Ok(Poll::Ready(Ok(resp))) => ex.stage = Stage::Ready(resp),
+                    Ok(Poll::Ready(Err(e))) => {
+                        tracing::error!(error = %e.into(), "the service returned an error");
+                        ex.keep_alive = false;
+                        ex.stage = Stage::Canned(error_response(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            ex.version,
+                        ));
+                    }
+                    Err(_) => {
+                        tracing::error!("a request handler panicked");
+                        ex.stage = Stage::Canned(error_response(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            ex.version,
+                        ));
+                    }
+                }
+            }
+        }
+        SCRATCH.with(|scratch| {
+            let mut out = scratch.borrow_mut();
+            out.clear();
+            let close = self.write_ready(conn, &mut cx, &mut out, cfg);
+            if !out.is_empty() {
+                let _ = conn.send(&out);
+            }
+            if out.capacity() > 256 * 1024 {
+                *out = Vec::new();
+            }
+            if close {
+                self.closing = true;
+            }
+        });
+        if self.held_for_pipeline && self.queue.len() < cfg.max_pipelined {
+            self.held_for_pipeline = false;
+            conn.resume_reads();
+            if !self.buf.is_empty() {
+                self.waker.wake_by_ref();
+            }
+        }
+        if self.queue.is_empty() && self.waiting.is_none() {
+            if self.closing && (self.body.is_none() || self.eof) {
+                conn.close();
+                return;
+            }
+            if shared.draining.load(Ordering::Acquire) && self.body.is_none() && self.buf.is_empty()
+            {
+                conn.close();
+                return;
+            }
+        }
+        self.arm_timer(conn, cfg);
+    }
+
+    /// Encodes ready responses from the front of the queue into `out`. Returns true if the
+    /// connection must close after them.
+    fn write_ready(
+        &mut self,
+        conn: &Conn,
+        cx: &mut Context<'_>,
+        out: &mut Vec<u8>,
+        cfg: &Config,
+    ) -> bool {
+        loop {
+            // Nothing will be read after the last queued exchange when closing.
+            let last_before_close = self.closing && self.queue.len() == 1;
+            let body_unsent = self
+                .body
+                .as_ref()
+                .is_some_and(|b| b.sender.awaiting_continue());
+            let Some(ex) = self.queue.front_mut() else {
+                break;
+            };
+            match std::mem::replace(&mut ex.stage, Stage::Canned(Vec::new())) {
+                Stage::Calling(fut) => {
+                    ex.stage = Stage::Calling(fut);
+                    return false;
+                }
+                Stage::Canned(bytes) => {
+                    out.extend_from_slice(&bytes);
+                    let keep = ex.keep_alive;
+                    self.queue.pop_front();
+                    self.idle_since = Instant::now();
+                    if !keep {
+                        return true;
+                    }
+                }
+                Stage::Ready(resp) => {
+                    let (parts, body) = resp.into_parts();
+                    if body_unsent {
+                        // Answered without reading a body the client has not sent: the
+                        // connection cannot be reused safely.
+                        ex.keep_alive = false;
+                    }
+                    let exact = body.size_hint().exact();
+                    let framing =
+                        encode::framing_for(ex.head_only, parts.status, exact, ex.version);
+                    let framing = match framing {
+                        ResponseFraming::CloseDelimited => {
+                            ex.keep_alive = false;
+                            ResponseFraming::CloseDelimited
+                        }
+                        f => f,
+                    };
+                    let keep_alive = ex.keep_alive && !last_before_close;
+                    ex.keep_alive = keep_alive;
+                    let date = super::h1::date::http_date();
+                    encode::encode_head(
+                        ex.version,
+                        parts.status,
+                        &parts.headers,
+                        &framing,
+                        keep_alive,
+                        &date,
+                        out,
+                    );
+                    if matches!(framing, ResponseFraming::Empty) {
+                        self.queue.pop_front();
+                        self.idle_since = Instant::now();
+                        if !keep_alive {
+                            return true;
+                        }
+                        continue;
+                    }
+                    ex.stage = Stage::Streaming {
+                        body: Box::pin(body),
+                        framing,
+                    };
+                }
+                Stage::Streaming { mut body, framing } => {
+                    let finished = loop {
+                        if out.len() + conn.queued_bytes() >= cfg.response_buffer {
+                            // Let the socket drain first; on_drained comes back here.
+                            if out.len() >= cfg.response_buffer {
+                                let _ = conn.send(out);
+                                out.clear();
+                            }
+                            if conn.queued_bytes() >= cfg.response_buffer {
+                                break Ok(false);
+                            }
+                        }
+                        match catch_unwind(AssertUnwindSafe(|| body.as_mut().poll_frame(cx))) {
+                            Ok(Poll::Pending) => break Ok(false),
+                            Ok(Poll::Ready(None)) => {
+                                if matches!(framing, ResponseFraming::Chunked) {
+                                    encode::encode_last_chunk(None, out);
+                                }
+                                break Ok(true);
+                            }
+                            Ok(Poll::Ready(Some(Ok(frame)))) => match frame.into_data() {
+                                Ok(mut data) => write_data(&mut data, &framing, out),
+                                Err(frame) => {
+                                    if let Ok(trailers) = frame.into_trailers() {
+                                        if matches!(framing, ResponseFraming::Chunked) {
+                                            encode::encode_last_chunk(Some(&trailers), out);
+                                            break Ok(true);
+                                        }
+                                    }
+                                }
+                            },
+                            Ok(Poll::Ready(Some(Err(e)))) => break Err(e.into().to_string()),
+                            Err(_) => break Err("the response body panicked".to_string()),
+                        }
+                    };
+                    match finished {
+                        Ok(false) => {
+                            ex.stage = Stage::Streaming { body, framing };
+                            return false;
+                        }
+                        Ok(true) => {
+                            let keep = ex.keep_alive;
+                            self.queue.pop_front();
+                            self.idle_since = Instant::now();
+                            if !keep {
+                                return true;
+                            }
+                        }
+                        Err(e) => {
+                            // Half a response went out: only closing tells the client.
+                            tracing::warn!(error = %e, "a response body failed mid-stream; closing");
+                            self.queue.clear();
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Keeps one timer armed for the header-read or idle deadline that applies now.
+    fn arm_timer(&mut self, conn: &Conn, cfg: &Config) {
+        let deadline = if let Some(started) = self.head_started {
+            cfg.header_read_timeout.map(|t| (started + t, true))
+        } else if self.queue.is_empty() && self.body.is_none() && self.waiting.is_none() {
+            cfg.idle_timeout.map(|t| (self.idle_since + t, false))
+        } else {
+            None
+        };
+        let Some((at, reading_head)) = deadline else {
+            self.timer = None;
+            return;
+        };
+        if Instant::now() >= at {
+            self.timer = None;
+            if reading_head {
+                tracing::debug!("request head not received in time");
+                self.head_started = None;
+                self.buf = Vec::new();
+                SCRATCH.with(|s| {
+                    let mut out = s.borrow_mut();
+                    out.clear();
+                    out.extend_from_slice(&error_response(
+                        StatusCode::REQUEST_TIMEOUT,
+                        Version::HTTP_11,
+                    ));
+                    let _ = conn.send(&out);
+                });
+            }
+            self.closing = true;
+            conn.close();
+            return;
+        }
+        // A timer that fires early is fine (it re-arms); one that fires late is not.
+        let rearm = self.timer.as_ref().is_none_or(|t| t.deadline() > at);
+        if rearm {
+            self.timer = Some(crate::time::sleep_until(at));
+        }
+        if let Some(t) = self.timer.as_mut() {
+            let mut cx = Context::from_waker(&self.waker);
+            if Pin::new(t).poll(&mut cx).is_ready() {
+                self.timer = None;
+                self.waker.wake_by_ref();
+            }
+        }
+    }
+}
+
+fn write_data<D: Buf>(data: &mut D, framing: &ResponseFraming, out: &mut Vec<u8>) {
+    let len = data.remaining();
+    if len == 0 {
+        return;
+    }
+    match framing {
+        ResponseFraming::Chunked => encode::encode_chunk_header(len, out),
+        ResponseFraming::Empty => {
+            data.advance(len);
+            return;
+        }
+        _ => {}
+    }
+    while data.has_remaining() {
+        let c = data.chunk();
+        out.extend_from_slice(c);
+        let n = c.len();
+        data.advance(n);
+    }
+    if matches!(framing, ResponseFraming::Chunked) {
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// A complete response for errors the server answers itself.
+fn error_response(status: StatusCode, version: Version) -> Vec<u8> {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    let body = status.canonical_reason().unwrap_or("error").as_bytes();
+    let mut out = Vec::with_capacity(128 + body.len());
+    let date = super::h1::date::http_date();
+    encode::encode_head(
+        version,
+        status,
+        &headers,
+        &ResponseFraming::Length(body.len() as u64),
+        false,
+        &date,
+        &mut out,
+    );
+    out.extend_from_slice(body);
+    out
+}
