@@ -107,10 +107,6 @@ impl<M> Shared<M> {
         }
     }
 
-    pub(crate) fn live(&self) -> usize {
-        self.live.load(Ordering::Acquire)
-    }
-
     pub(crate) fn drained(&self) -> &crate::sync_notify::Notify {
         &self.drained
     }
@@ -360,8 +356,13 @@ where
             framing,
             mut keep_alive,
             expect_continue,
-            ..
+            upgrade,
         } = head;
+        if upgrade {
+            // Protocol upgrades are not taken over yet: answer as a plain request, and do
+            // not reuse a connection whose client may already speak the new protocol.
+            keep_alive = false;
+        }
         self.served += 1;
         if cfg
             .max_requests_per_connection
@@ -524,7 +525,7 @@ where
                             tracing::debug!(error = %e, "bad chunked request body");
                             let body = self.body.take().unwrap();
                             body.sender.fail(BodyError::malformed(e.to_string()));
-                            self.answer_error(StatusCode::BAD_REQUEST, Version::HTTP_11);
+                            self.answer_error(e.status(), Version::HTTP_11);
                             return input.len();
                         }
                     }
@@ -654,7 +655,10 @@ where
                         }
                         f => f,
                     };
-                    let keep_alive = ex.keep_alive && !last_before_close;
+                    // An app that says `connection: close` gets it.
+                    let keep_alive = ex.keep_alive
+                        && !last_before_close
+                        && !encode::response_wants_close(&parts.headers);
                     ex.keep_alive = keep_alive;
                     let date = super::h1::date::http_date();
                     encode::encode_head(
@@ -791,6 +795,11 @@ where
 fn write_data<D: Buf>(data: &mut D, framing: &ResponseFraming, out: &mut Vec<u8>) {
     let len = data.remaining();
     if len == 0 {
+        return;
+    }
+    if matches!(framing, ResponseFraming::Chunked) && data.chunk().len() == len {
+        encode::encode_chunk(data.chunk(), out);
+        data.advance(len);
         return;
     }
     match framing {

@@ -465,12 +465,12 @@ pub(crate) mod tests {
     #[test]
     fn long_chunk_lines_are_rejected() {
         let mut line = b"5;".to_vec();
-        line.extend(std::iter::repeat(b'x').take(MAX_CHUNK_LINE - 4));
+        line.extend(std::iter::repeat_n(b'x', MAX_CHUNK_LINE - 4));
         line.extend_from_slice(b"\r\nhello\r\n0\r\n\r\n");
         let (body, _, _) = decode_all(&line).unwrap();
         assert_eq!(body, b"hello");
         let mut line = b"5;".to_vec();
-        line.extend(std::iter::repeat(b'x').take(MAX_CHUNK_LINE - 3));
+        line.extend(std::iter::repeat_n(b'x', MAX_CHUNK_LINE - 3));
         line.extend_from_slice(b"\r\nhello\r\n0\r\n\r\n");
         assert_eq!(decode_err(&line), ParseError::ChunkLineTooLong);
         // Leading zeros count too.
