@@ -61,6 +61,8 @@ where
 pub fn run<F: Future>(future: F) -> F::Output {
     let rt = runtime::Runtime::current();
     let _g = runtime::enter(&rt);
+    #[cfg(feature = "tokio")]
+    let _tokio = rt.tokio.enter();
     exec::block_on(future)
 }
 

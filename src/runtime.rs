@@ -94,6 +94,9 @@ impl Config {
 }
 
 pub(crate) struct Runtime {
+    /// The tokio runtime every worker enters (feature `tokio`).
+    #[cfg(feature = "tokio")]
+    pub tokio: tokio::runtime::Handle,
     pub config: Config,
     pub loops: Vec<Arc<Loop>>,
     pub pool: Pool,
@@ -145,13 +148,19 @@ impl Runtime {
                 max_workers: config.max_workers.max(workers),
                 blocking_threshold: config.blocking_threshold,
                 idle_timeout: config.worker_idle_timeout,
-                on_start: Some(Arc::new(move || {
-                    if let Some(rt) = weak.upgrade() {
-                        CURRENT.with(|c| *c.borrow_mut() = Some(rt));
-                    }
+                around: Some(Arc::new(move |work: &mut dyn FnMut()| {
+                    let Some(rt) = weak.upgrade() else { return };
+                    CURRENT.with(|c| *c.borrow_mut() = Some(rt.clone()));
+                    #[cfg(feature = "tokio")]
+                    let _tokio = rt.tokio.enter();
+                    drop(rt);
+                    work();
+                    CURRENT.with(|c| *c.borrow_mut() = None);
                 })),
             });
             Runtime {
+                #[cfg(feature = "tokio")]
+                tokio: tokio_context::handle(),
                 config,
                 loops,
                 pool,
@@ -245,5 +254,31 @@ impl Runtime {
             }
         }
         self.pool.shutdown(deadline);
+    }
+}
+
+#[cfg(feature = "tokio")]
+mod tokio_context {
+    use std::sync::OnceLock;
+    use tokio::runtime::{Builder, Handle, Runtime};
+
+    /// The tokio runtime fibr's workers enter: the caller's, if there is one (so tokio
+    /// code in handlers shares the app's runtime), else a small background one.
+    pub(super) fn handle() -> Handle {
+        if let Ok(h) = Handle::try_current() {
+            return h;
+        }
+        static BACKGROUND: OnceLock<Runtime> = OnceLock::new();
+        BACKGROUND
+            .get_or_init(|| {
+                Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("fibr-tokio")
+                    .enable_all()
+                    .build()
+                    .expect("start fibr's background tokio runtime")
+            })
+            .handle()
+            .clone()
     }
 }

@@ -33,6 +33,9 @@ pub(crate) type Job = Arc<dyn Runnable>;
 /// How many times in a row a worker runs its next slot before it looks at the shared queue.
 const NEXT_SLOT_BUDGET: u32 = 8;
 
+/// Runs a worker's whole life (the closure) inside contexts the owner sets up.
+pub(crate) type WorkerWrap = dyn Fn(&mut dyn FnMut()) + Send + Sync;
+
 pub(crate) struct PoolConfig {
     pub name: String,
     pub workers: usize,
@@ -40,7 +43,7 @@ pub(crate) struct PoolConfig {
     pub blocking_threshold: Duration,
     pub idle_timeout: Duration,
     /// Run on each worker thread before it takes work (enters contexts).
-    pub on_start: Option<Arc<dyn Fn() + Send + Sync>>,
+    pub around: Option<Arc<WorkerWrap>>,
 }
 
 #[derive(Clone)]
@@ -145,7 +148,7 @@ impl Pool {
     }
 
     /// Starts the workers and the monitor. Separate from `new` so the owner can finish
-    /// building what the workers' `on_start` refers to first.
+    /// building what the workers' `around` refers to first.
     pub fn start(&self) -> std::io::Result<()> {
         let inner = &self.inner;
         for _ in 0..inner.cfg.workers.max(1) {
@@ -363,10 +366,11 @@ fn worker_main(pool: Arc<Inner>) {
     });
     pool.state.lock().unwrap().all.push(me.clone());
     CURRENT.with(|c| *c.borrow_mut() = Some((Arc::downgrade(&pool), me.clone())));
-    if let Some(start) = &pool.cfg.on_start {
-        start();
+    let mut retired = false;
+    match &pool.cfg.around {
+        Some(around) => around(&mut || retired = worker_loop(&pool, &me)),
+        None => retired = worker_loop(&pool, &me),
     }
-    let retired = worker_loop(&pool, &me);
     CURRENT.with(|c| *c.borrow_mut() = None);
     let mut st = pool.state.lock().unwrap();
     pool.retire(&me, &mut st);
