@@ -80,6 +80,8 @@ struct JoinSlot<T> {
     waker: Option<Waker>,
     /// The output was taken (or the handle dropped): nobody will read it.
     detached: bool,
+    /// The task finished (or was cancelled).
+    done: bool,
 }
 
 struct Task<F: Future> {
@@ -88,6 +90,8 @@ struct Task<F: Future> {
     /// Only the runner touches the future: the scheduled flag makes it exclusive.
     future: UnsafeCell<Option<F>>,
     join: Mutex<JoinSlot<F::Output>>,
+    /// The task's own handle while it runs detached (see `detach`).
+    keep: Mutex<Option<Arc<Task<F>>>>,
 }
 
 // SAFETY: `future` is only accessed by the one worker that holds the task's scheduled
@@ -100,12 +104,13 @@ where
     F::Output: Send + 'static,
 {
     fn complete(&self, out: Result<F::Output, JoinError>) {
-        let waker = {
+        let (waker, _keep) = {
             let mut j = self.join.lock().unwrap();
+            j.done = true;
             if !j.detached {
                 j.output = Some(out);
             }
-            j.waker.take()
+            (j.waker.take(), self.keep.lock().unwrap().take())
         };
         if let Some(w) = waker {
             w.wake();
@@ -216,7 +221,7 @@ trait Joinable<T>: Send + Sync {
     fn poll_join(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>>;
     fn abort(self: Arc<Self>);
     fn is_finished(&self) -> bool;
-    fn detach(&self);
+    fn detach(self: Arc<Self>);
 }
 
 impl<F> Joinable<F::Output> for Task<F>
@@ -244,15 +249,19 @@ where
     }
 
     fn is_finished(&self) -> bool {
-        let j = self.join.lock().unwrap();
-        j.output.is_some() || j.detached && j.waker.is_none()
+        self.join.lock().unwrap().done
     }
 
-    fn detach(&self) {
+    fn detach(self: Arc<Self>) {
         let mut j = self.join.lock().unwrap();
         j.detached = true;
         j.output = None;
         j.waker = None;
+        if !j.done {
+            // A detached task belongs to the runtime until it finishes, even if nothing
+            // else (no waker) refers to it, as with tokio.
+            *self.keep.lock().unwrap() = Some(self.clone());
+        }
     }
 }
 
@@ -284,7 +293,7 @@ impl<T> Future for JoinHandle<T> {
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        self.task.detach();
+        self.task.clone().detach();
     }
 }
 
@@ -310,7 +319,9 @@ where
             output: None,
             waker: None,
             detached: false,
+            done: false,
         }),
+        keep: Mutex::new(None),
     });
     pool.schedule(task.clone());
     JoinHandle { task }

@@ -2,6 +2,7 @@
 
 mod body;
 mod config;
+mod file;
 pub(crate) mod h1;
 mod serve;
 mod server;
@@ -9,6 +10,7 @@ mod service;
 
 pub use body::{BodyError, Incoming};
 pub use config::Config;
+pub use file::FileBody;
 pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};
 pub use server::Server;
 pub use service::{BoxError, ConnInfo, MakeMarker, MakeService, ServiceMarker};

@@ -9,6 +9,7 @@
 
 use super::body::{BodyError, BodySender, Incoming};
 use super::config::Config;
+use super::file::FileBody;
 use super::h1::chunked::{ChunkedDecoder, Decoded};
 use super::h1::encode::{self, ResponseFraming};
 use super::h1::parse::{self, BodyFraming, Limits, RequestHead};
@@ -18,6 +19,7 @@ use crate::{Conn, Handler};
 use bytes::{Buf, Bytes};
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::Body;
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -671,6 +673,26 @@ where
                         out,
                     );
                     if matches!(framing, ResponseFraming::Empty) {
+                        self.queue.pop_front();
+                        self.idle_since = Instant::now();
+                        if !keep_alive {
+                            return true;
+                        }
+                        continue;
+                    }
+                    let mut body = body;
+                    if let (ResponseFraming::Length(_), Some(file)) = (
+                        &framing,
+                        (&mut body as &mut dyn Any).downcast_mut::<FileBody>(),
+                    ) {
+                        // A file: the head goes first, then the kernel copies the file.
+                        let _ = conn.send(out);
+                        out.clear();
+                        let (f, offset, len) = file.take_range();
+                        if let Err(e) = conn.send_file(f, offset, len) {
+                            tracing::debug!(error = %e, "send_file failed");
+                            return true;
+                        }
                         self.queue.pop_front();
                         self.idle_since = Instant::now();
                         if !keep_alive {
