@@ -586,6 +586,11 @@ where
                 self.closing = true;
             }
         });
+        if self.queue.is_empty() && self.too_much_to_drain(cfg) {
+            // Answered without reading a long body: closing beats reading it all.
+            self.body = None;
+            self.closing = true;
+        }
         if self.held_for_pipeline && self.queue.len() < cfg.max_pipelined {
             self.held_for_pipeline = false;
             conn.resume_reads();
@@ -605,6 +610,19 @@ where
             }
         }
         self.arm_timer(conn, cfg);
+    }
+
+    /// True when the request body still arriving has no reader and more of it is left
+    /// (or, if chunked, already discarded) than `max_drain_bytes`.
+    fn too_much_to_drain(&self, cfg: &Config) -> bool {
+        let Some(body) = &self.body else { return false };
+        if !body.sender.reader_gone() {
+            return false;
+        }
+        match body.framing {
+            BodyFraming::Length(_) => body.remaining > cfg.max_drain_bytes,
+            _ => body.received > cfg.max_drain_bytes,
+        }
     }
 
     /// Encodes ready responses from the front of the queue into `out`. Returns true if the
