@@ -684,6 +684,13 @@ impl Conn {
         self.inner.io.lock().unwrap().out.queued()
     }
 
+    /// Asks for `on_drained` once the output queue is at or below the low watermark (even
+    /// if it never reached the high one): for producers that pause on their own bound.
+    pub fn wake_when_drained(&self) {
+        self.inner.set(F_OVER_HIGH);
+        self.inner.notify(EV_FLUSH);
+    }
+
     /// True if both handles refer to the same connection.
     pub fn same(&self, other: &Conn) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

@@ -128,6 +128,8 @@ enum Stage<F, B> {
     Streaming {
         body: Pin<Box<B>>,
         framing: ResponseFraming,
+        /// Bytes still owed under `Length` framing.
+        left: u64,
     },
     /// A canned response (errors the server answers itself).
     Canned(Vec<u8>),
@@ -438,7 +440,11 @@ where
                     Ok(fut) => Stage::Calling(Box::pin(fut)),
                     Err(_) => {
                         tracing::error!("the service panicked while being called");
-                        Stage::Canned(error_response(StatusCode::INTERNAL_SERVER_ERROR, version))
+                        Stage::Canned(error_response_with(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            version,
+                            keep_alive,
+                        ))
                     }
                 }
             }
@@ -453,6 +459,8 @@ where
                 Stage::Canned(error_response(StatusCode::INTERNAL_SERVER_ERROR, version))
             }
         };
+        // A failed poll_ready set `closing`: that exchange ends the connection.
+        let keep_alive = keep_alive && !self.closing;
         self.queue.push_back(Exchange {
             stage,
             head_only,
@@ -564,9 +572,10 @@ where
                     }
                     Err(_) => {
                         tracing::error!("a request handler panicked");
-                        ex.stage = Stage::Canned(error_response(
+                        ex.stage = Stage::Canned(error_response_with(
                             StatusCode::INTERNAL_SERVER_ERROR,
                             ex.version,
+                            ex.keep_alive,
                         ));
                     }
                 }
@@ -599,7 +608,12 @@ where
             }
         }
         if self.queue.is_empty() && self.waiting.is_none() {
-            if self.closing && (self.body.is_none() || self.eof) {
+            // A body the client was never told to send (no 100 Continue) will not come.
+            let never_sent = self
+                .body
+                .as_ref()
+                .is_some_and(|b| b.sender.awaiting_continue());
+            if self.closing && (self.body.is_none() || self.eof || never_sent) {
                 conn.close();
                 return;
             }
@@ -665,7 +679,12 @@ where
                         // connection cannot be reused safely.
                         ex.keep_alive = false;
                     }
-                    let exact = body.size_hint().exact();
+                    // A body of unknown size whose app set a Content-Length (tower-http's
+                    // ServeDir does) is sent with that length, held to it.
+                    let exact = body
+                        .size_hint()
+                        .exact()
+                        .or_else(|| declared_length(&parts.headers));
                     let framing =
                         encode::framing_for(ex.head_only, parts.status, exact, ex.version);
                     let framing = match framing {
@@ -718,12 +737,21 @@ where
                         }
                         continue;
                     }
+                    let left = match framing {
+                        ResponseFraming::Length(n) => n,
+                        _ => u64::MAX,
+                    };
                     ex.stage = Stage::Streaming {
                         body: Box::pin(body),
                         framing,
+                        left,
                     };
                 }
-                Stage::Streaming { mut body, framing } => {
+                Stage::Streaming {
+                    mut body,
+                    framing,
+                    mut left,
+                } => {
                     let finished = loop {
                         if out.len() + conn.queued_bytes() >= cfg.response_buffer {
                             // Let the socket drain first; on_drained comes back here.
@@ -732,19 +760,37 @@ where
                                 out.clear();
                             }
                             if conn.queued_bytes() >= cfg.response_buffer {
+                                conn.wake_when_drained();
                                 break Ok(false);
                             }
                         }
                         match catch_unwind(AssertUnwindSafe(|| body.as_mut().poll_frame(cx))) {
                             Ok(Poll::Pending) => break Ok(false),
                             Ok(Poll::Ready(None)) => {
+                                if matches!(framing, ResponseFraming::Length(_)) && left != 0 {
+                                    break Err(format!(
+                                        "the body ended {left} bytes short of its content-length"
+                                    ));
+                                }
                                 if matches!(framing, ResponseFraming::Chunked) {
                                     encode::encode_last_chunk(None, out);
                                 }
                                 break Ok(true);
                             }
                             Ok(Poll::Ready(Some(Ok(frame)))) => match frame.into_data() {
-                                Ok(mut data) => write_data(&mut data, &framing, out),
+                                Ok(mut data) => {
+                                    if let ResponseFraming::Length(_) = framing {
+                                        let n = data.remaining() as u64;
+                                        if n > left {
+                                            break Err(
+                                                "the body is longer than its content-length"
+                                                    .to_string(),
+                                            );
+                                        }
+                                        left -= n;
+                                    }
+                                    write_data(&mut data, &framing, out)
+                                }
                                 Err(frame) => {
                                     if let Ok(trailers) = frame.into_trailers() {
                                         if matches!(framing, ResponseFraming::Chunked) {
@@ -760,7 +806,11 @@ where
                     };
                     match finished {
                         Ok(false) => {
-                            ex.stage = Stage::Streaming { body, framing };
+                            ex.stage = Stage::Streaming {
+                                body,
+                                framing,
+                                left,
+                            };
                             return false;
                         }
                         Ok(true) => {
@@ -861,8 +911,29 @@ fn write_data<D: Buf>(data: &mut D, framing: &ResponseFraming, out: &mut Vec<u8>
     }
 }
 
+/// The app's own Content-Length, if it set exactly one valid value and no
+/// Transfer-Encoding.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return None;
+    }
+    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()?.trim().parse().ok()
+}
+
 /// A complete response for errors the server answers itself.
+///
+/// A handler's panic gets a keep-alive 500 (the connection's state is intact); every other
+/// error the server answers itself ends the connection, and says so.
 fn error_response(status: StatusCode, version: Version) -> Vec<u8> {
+    error_response_with(status, version, false)
+}
+
+fn error_response_with(status: StatusCode, version: Version, keep_alive: bool) -> Vec<u8> {
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
@@ -876,7 +947,7 @@ fn error_response(status: StatusCode, version: Version) -> Vec<u8> {
         status,
         &headers,
         &ResponseFraming::Length(body.len() as u64),
-        false,
+        keep_alive,
         &date,
         &mut out,
     );

@@ -103,7 +103,11 @@ pub(crate) fn encode_head(
 
     write_status_line(status, out);
 
-    let no_body_status = status.is_informational() || status == StatusCode::NO_CONTENT;
+    // 304 too: a Content-Length there must equal the 200's, which a server cannot know
+    // from an empty body, so (as hyper does) none is sent.
+    let no_body_status = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
     let strip_framing = !matches!(framing, ResponseFraming::Empty) || no_body_status;
     let close = !keep_alive || framing.closes_connection();
     let mut has_date = date.is_empty();
