@@ -535,7 +535,21 @@ where
                             tracing::debug!(error = %e, "bad chunked request body");
                             let body = self.body.take().unwrap();
                             body.sender.fail(BodyError::malformed(e.to_string()));
-                            self.answer_error(e.status(), Version::HTTP_11);
+                            self.closing = true;
+                            // The body is the last queued request's: answer that request
+                            // with the error if none of its response went out yet, else
+                            // close after it. Never a second response for one request.
+                            match self.queue.back_mut() {
+                                Some(ex)
+                                    if matches!(ex.stage, Stage::Calling(_) | Stage::Ready(_)) =>
+                                {
+                                    ex.stage =
+                                        Stage::Canned(error_response(e.status(), ex.version));
+                                    ex.keep_alive = false;
+                                }
+                                Some(ex) => ex.keep_alive = false,
+                                None => {}
+                            }
                             return input.len();
                         }
                     }
@@ -673,7 +687,7 @@ where
                     }
                 }
                 Stage::Ready(resp) => {
-                    let (parts, body) = resp.into_parts();
+                    let (mut parts, body) = resp.into_parts();
                     if body_unsent {
                         // Answered without reading a body the client has not sent: the
                         // connection cannot be reused safely.
@@ -685,6 +699,20 @@ where
                         .size_hint()
                         .exact()
                         .or_else(|| declared_length(&parts.headers));
+                    if ex.head_only
+                        && !parts.status.is_informational()
+                        && parts.status != StatusCode::NO_CONTENT
+                        && parts.status != StatusCode::NOT_MODIFIED
+                        && !parts.headers.contains_key(header::CONTENT_LENGTH)
+                        && !parts.headers.contains_key(header::TRANSFER_ENCODING)
+                    {
+                        // HEAD: the Content-Length a GET would get (as hyper does).
+                        if let Some(n) = exact.filter(|n| *n > 0) {
+                            parts
+                                .headers
+                                .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+                        }
+                    }
                     let framing =
                         encode::framing_for(ex.head_only, parts.status, exact, ex.version);
                     let framing = match framing {
