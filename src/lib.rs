@@ -21,12 +21,16 @@
 //! ```
 
 mod buf;
+#[cfg(feature = "client")]
+pub mod client;
 mod conn;
 mod engine;
 mod exec;
 pub mod http;
 pub mod net;
 mod reactor;
+#[cfg(feature = "hyper")]
+pub mod rt;
 mod runtime;
 mod sync_notify;
 mod sys;

@@ -691,6 +691,24 @@ impl Conn {
         self.inner.notify(EV_FLUSH);
     }
 
+    /// Takes the socket out of the engine as a `fibr::net` stream (a duplicate descriptor)
+    /// and closes this connection; its handler's `on_close` runs as usual. Bytes not yet
+    /// read stay in the socket for the new owner.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn detach_stream(&self) -> io::Result<crate::net::Stream> {
+        let fd = socket::dup(self.inner.fd)?;
+        self.hold_reads();
+        self.close();
+        match self.inner.kind {
+            Kind::Tcp => crate::net::TcpStream::from_owned_fd(fd).map(crate::net::Stream::Tcp),
+            Kind::Unix => crate::net::UnixStream::from_owned_fd(fd).map(crate::net::Stream::Unix),
+            Kind::Udp => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a UDP peer has no stream",
+            )),
+        }
+    }
+
     /// True if both handles refer to the same connection.
     pub fn same(&self, other: &Conn) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

@@ -76,6 +76,9 @@ pub struct Incoming {
     chan: Option<Arc<BodyChan>>,
     /// Exact length when the request framed it with Content-Length.
     length: Option<u64>,
+    /// The body of a request hyper parsed (a connection handed to hyper for an upgrade).
+    #[cfg(feature = "hyper")]
+    hyper: Option<Box<hyper::body::Incoming>>,
 }
 
 impl Incoming {
@@ -84,6 +87,18 @@ impl Incoming {
         Incoming {
             chan: None,
             length: Some(0),
+            #[cfg(feature = "hyper")]
+            hyper: None,
+        }
+    }
+
+    /// Wraps a body hyper parsed.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn from_hyper(body: hyper::body::Incoming) -> Incoming {
+        Incoming {
+            chan: None,
+            length: body.size_hint().exact(),
+            hyper: Some(Box::new(body)),
         }
     }
 
@@ -110,6 +125,8 @@ impl Incoming {
             Incoming {
                 chan: Some(chan.clone()),
                 length,
+                #[cfg(feature = "hyper")]
+                hyper: None,
             },
             BodySender { chan },
         )
@@ -224,7 +241,14 @@ impl Body for Incoming {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let Some(chan) = self.chan.as_ref() else {
+        let this = self.get_mut();
+        #[cfg(feature = "hyper")]
+        if let Some(body) = this.hyper.as_mut() {
+            return Pin::new(&mut **body)
+                .poll_frame(cx)
+                .map_err(|e| BodyError::malformed(e.to_string()));
+        }
+        let Some(chan) = this.chan.as_ref() else {
             return Poll::Ready(None);
         };
         let mut st = chan.state.lock().unwrap();
@@ -262,6 +286,10 @@ impl Body for Incoming {
     }
 
     fn is_end_stream(&self) -> bool {
+        #[cfg(feature = "hyper")]
+        if let Some(body) = &self.hyper {
+            return body.is_end_stream();
+        }
         match &self.chan {
             None => true,
             Some(chan) => {

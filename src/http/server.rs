@@ -96,6 +96,14 @@ impl<M, Marker> Server<M, Marker> {
 }
 
 impl<M> Shared<M> {
+    /// A connection left this server (closed, or handed to hyper for an upgrade).
+    fn forget(&self, conn: &Conn) {
+        self.conns.lock().unwrap().retain(|c| !c.same(conn));
+        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 && self.draining.load(Ordering::Acquire) {
+            self.drained.notify();
+        }
+    }
+
     /// Graceful shutdown: idle connections close now, busy ones after their response.
     pub(crate) fn start_draining(&self) {
         self.draining.store(true, Ordering::Release);
@@ -162,6 +170,9 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
     held_for_pipeline: bool,
     head_started: Option<Instant>,
     idle_since: Instant,
+    /// Bytes from an upgrade request on, for hyper to take over.
+    #[cfg(feature = "hyper")]
+    handoff: Option<Vec<u8>>,
     timer: Option<Sleep>,
 }
 
@@ -210,20 +221,36 @@ where
             head_started: None,
             idle_since: Instant::now(),
             timer: None,
+            #[cfg(feature = "hyper")]
+            handoff: None,
         };
         conn.set_context(Mutex::new(state));
-        with_state::<S, B>(conn, |st| st.arm_timer(conn, &shared.config));
+        with_state::<S, B, _>(conn, |st| st.arm_timer(conn, &shared.config));
     }
 
     fn on_data(&self, conn: &Conn, data: &[u8]) {
-        with_state::<S, B>(conn, |st| {
+        let upgrade = with_state::<S, B, _>(conn, |st| {
             st.input(conn, data, &self.shared);
+            if st.wants_handoff() {
+                return true;
+            }
             st.drive(conn, &self.shared);
+            false
         });
+        #[cfg(feature = "hyper")]
+        if upgrade == Some(true) {
+            if let Some(st) = conn.take_context::<Mutex<ConnState<S, B>>>() {
+                let st = st.into_inner().unwrap_or_else(|e| e.into_inner());
+                self.shared.forget(conn);
+                super::upgrade::hand_off(conn, st.handoff.unwrap_or_default(), st.svc);
+            }
+        }
+        #[cfg(not(feature = "hyper"))]
+        let _ = upgrade;
     }
 
     fn on_wake(&self, conn: &Conn) {
-        with_state::<S, B>(conn, |st| {
+        with_state::<S, B, _>(conn, |st| {
             if self.shared.draining.load(Ordering::Acquire) && !st.closing {
                 st.closing = true;
             }
@@ -236,11 +263,11 @@ where
     }
 
     fn on_drained(&self, conn: &Conn) {
-        with_state::<S, B>(conn, |st| st.drive(conn, &self.shared));
+        with_state::<S, B, _>(conn, |st| st.drive(conn, &self.shared));
     }
 
     fn on_eof(&self, conn: &Conn) {
-        with_state::<S, B>(conn, |st| {
+        with_state::<S, B, _>(conn, |st| {
             st.eof = true;
             st.closing = true;
             if let Some(body) = st.body.take() {
@@ -252,29 +279,21 @@ where
 
     fn on_close(&self, conn: &Conn, _err: Option<io::Error>) {
         if conn.take_context::<Mutex<ConnState<S, B>>>().is_some() {
-            let shared = &self.shared;
-            shared.conns.lock().unwrap().retain(|c| !c.same(conn));
-            if shared.live.fetch_sub(1, Ordering::AcqRel) == 1
-                && shared.draining.load(Ordering::Acquire)
-            {
-                shared.drained.notify();
-            }
+            self.shared.forget(conn);
         }
     }
 }
 
 /// Runs `f` on the connection's HTTP state (none once it is closed).
-fn with_state<S, B>(conn: &Conn, f: impl FnOnce(&mut ConnState<S, B>))
+fn with_state<S, B, R>(conn: &Conn, f: impl FnOnce(&mut ConnState<S, B>) -> R) -> Option<R>
 where
     S: Service<Request<Incoming>> + Send + 'static,
     S::Future: Send + 'static,
     B: Send + 'static,
 {
     conn.with_context::<Mutex<ConnState<S, B>>, _>(|st| {
-        if let Some(st) = st {
-            f(st.get_mut().unwrap_or_else(|e| e.into_inner()));
-        }
-    });
+        st.map(|st| f(st.get_mut().unwrap_or_else(|e| e.into_inner())))
+    })
 }
 
 impl<S, B> ConnState<S, B>
@@ -285,6 +304,14 @@ where
     B: Body + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    /// True once a request asked for an upgrade that hyper is to take over.
+    fn wants_handoff(&self) -> bool {
+        #[cfg(feature = "hyper")]
+        return self.handoff.is_some();
+        #[cfg(not(feature = "hyper"))]
+        false
+    }
+
     /// Takes bytes from the socket: keeps what cannot be used now.
     fn input<M>(&mut self, conn: &Conn, data: &[u8], shared: &Shared<M>) {
         if self.buf.is_empty() {
@@ -343,8 +370,19 @@ where
                     return input.len();
                 }
                 Ok(Some((head, used))) => {
-                    pos += used;
                     self.head_started = None;
+                    #[cfg(feature = "hyper")]
+                    if head.upgrade
+                        && self.queue.is_empty()
+                        && self.body.is_none()
+                        && self.waiting.is_none()
+                    {
+                        // hyper takes the connection from this request on (so that
+                        // `hyper::upgrade::on`, and axum's WebSocketUpgrade, work).
+                        self.handoff = Some(input[pos..].to_vec());
+                        return input.len();
+                    }
+                    pos += used;
                     self.start_request(conn, head, cfg);
                 }
             }
@@ -363,8 +401,9 @@ where
             upgrade,
         } = head;
         if upgrade {
-            // Protocol upgrades are not taken over yet: answer as a plain request, and do
-            // not reuse a connection whose client may already speak the new protocol.
+            // An upgrade not handed to hyper (feature `hyper` off, or pipelined behind other
+            // requests) is answered as a plain request, and the connection is not reused:
+            // its client may already speak the new protocol.
             keep_alive = false;
         }
         self.served += 1;

@@ -1,6 +1,8 @@
 //! Async sockets on fibr's loops, shaped like tokio's: `TcpListener`, `TcpStream`,
 //! `UdpSocket`, `UnixListener`, `UnixStream`.
 
+#[cfg(any(feature = "hyper", feature = "tokio"))]
+mod compat;
 mod registration;
 
 use crate::sys::socket;
@@ -191,6 +193,13 @@ impl AsRawFd for TcpListener {
     }
 }
 
+/// A stream socket of either kind (what a connection handed over from the engine becomes).
+#[cfg(feature = "hyper")]
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
 /// A TCP connection on fibr's loops. Methods take `&self`, so one task can read while
 /// another writes.
 pub struct TcpStream {
@@ -222,6 +231,14 @@ impl TcpStream {
             return Err(io::ErrorKind::ConnectionRefused.into());
         }
         Ok(stream)
+    }
+
+    /// Adopts a connected, non-blocking descriptor.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn from_owned_fd(fd: OwnedFd) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            reg: Registration::new(fd)?,
+        })
     }
 
     /// Adopts a connected std stream (made non-blocking here).
@@ -321,6 +338,14 @@ impl UnixStream {
             return Err(e);
         }
         Ok(stream)
+    }
+
+    /// Adopts a connected, non-blocking descriptor.
+    #[cfg(feature = "hyper")]
+    pub(crate) fn from_owned_fd(fd: OwnedFd) -> io::Result<UnixStream> {
+        Ok(UnixStream {
+            reg: Registration::new(fd)?,
+        })
     }
 
     /// Adopts a connected std stream.

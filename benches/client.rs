@@ -1,0 +1,549 @@
+//! HTTP client cost: `fibr::client::Client` on a fibr engine (one event loop, one worker)
+//! against hyper-util's legacy `Client` on tokio (a multi-thread runtime with one worker,
+//! and a current-thread runtime), both fetching `GET /` from the same server with 50
+//! requests in flight.
+//!
+//! ```sh
+//! cargo bench --bench client --features client              # 5 s phases, 3 runs
+//! cargo bench --bench client --features client -- --quick   # 1 s phases, 1 run
+//! BENCH_SERVER=axum cargo bench --bench client --features client   # serve with axum::serve
+//! ```
+//!
+//! The server is `examples/bench_server.rs` (built here unless `--no-build`; `fibr` by
+//! default, `BENCH_SERVER=axum` for axum on tokio, one worker either way), a child process
+//! pinned to the first CPU this process may use (`taskset -c`); this process, so every
+//! client runtime's threads, is pinned to the second. Each client phase runs on a fresh
+//! runtime and client after a 1 s warm-up with the same load. The client's CPU time is
+//! this process's (`getrusage(RUSAGE_SELF)`: user + system over all its threads) during
+//! the phase, divided by the requests completed; requests/s is completed requests over the
+//! phase's wall time. Each figure is the median over the runs, with min–max. The issue's
+//! goal: fibr's CPU per request at most 0.8× hyper-util's.
+
+use bytes::Bytes;
+use http::{Request, Uri};
+use http_body_util::{BodyExt, Empty};
+use std::io::{self, BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const IN_FLIGHT: usize = 50;
+const WARMUP: Duration = Duration::from_secs(1);
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+const GOAL: f64 = 0.8;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Which {
+    Fibr,
+    HyperUtilMt,
+    HyperUtilCt,
+}
+
+const CLIENTS: [Which; 3] = [Which::Fibr, Which::HyperUtilMt, Which::HyperUtilCt];
+
+impl Which {
+    fn key(self) -> &'static str {
+        match self {
+            Which::Fibr => "fibr",
+            Which::HyperUtilMt => "mt",
+            Which::HyperUtilCt => "ct",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Which::Fibr => "fibr::client (fibr, 1 loop + 1 worker)",
+            Which::HyperUtilMt => "hyper-util legacy (tokio multi-thread, 1 worker)",
+            Which::HyperUtilCt => "hyper-util legacy (tokio current-thread)",
+        }
+    }
+}
+
+/// One measured phase.
+#[derive(Clone, Copy)]
+struct Sample {
+    requests: u64,
+    wall: Duration,
+    cpu_us: f64,
+    /// The user-space part of `cpu_us`.
+    user_us: f64,
+    /// Context switches (voluntary + involuntary) of this process's threads.
+    switches: u64,
+}
+
+impl Sample {
+    fn rps(&self) -> f64 {
+        self.requests as f64 / self.wall.as_secs_f64()
+    }
+    fn cpu_per_req(&self) -> f64 {
+        self.cpu_us / self.requests.max(1) as f64
+    }
+    fn user_per_req(&self) -> f64 {
+        self.user_us / self.requests.max(1) as f64
+    }
+    fn switches_per_req(&self) -> f64 {
+        self.switches as f64 / self.requests.max(1) as f64
+    }
+    fn cpu_pct(&self) -> f64 {
+        self.cpu_us / 1e6 / self.wall.as_secs_f64() * 100.0
+    }
+}
+
+fn main() -> ExitCode {
+    match bench() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("client bench failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn bench() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let (phase, runs) = if quick {
+        (Duration::from_secs(1), 1)
+    } else {
+        (Duration::from_secs(5), 3)
+    };
+    which("taskset")?;
+    let bin = find_server(!args.iter().any(|a| a == "--no-build"))?;
+    let server_name = std::env::var("BENCH_SERVER").unwrap_or_else(|_| "fibr".into());
+    let (server_cpu, client_cpu) = pick_cpus()?;
+    pin_to(client_cpu).map_err(|e| format!("pinning to CPU {client_cpu}: {e}"))?;
+    let server = RunningServer::start(&bin, &server_name, server_cpu)?;
+    let uri: Uri = format!("http://{}/", server.addr)
+        .parse()
+        .map_err(|e| format!("uri: {e}"))?;
+    println!(
+        "server: {server_name} (1 worker) on CPU {server_cpu}, {}; clients on CPU {client_cpu}; \
+         {IN_FLIGHT} requests in flight, GET /, {} s phases, {runs} run(s)",
+        server.addr,
+        phase.as_secs()
+    );
+
+    // Diagnostic knob (unset in the bench): `BENCH_ONLY=fibr|mt|ct` runs one client alone.
+    let only = std::env::var("BENCH_ONLY").ok();
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); CLIENTS.len()];
+    for run in 0..runs {
+        for (i, &c) in CLIENTS.iter().enumerate() {
+            if only.as_deref().is_some_and(|o| o != c.key()) {
+                continue;
+            }
+            server.check_alive()?;
+            let s = measure(c, &uri, phase)?;
+            println!(
+                "  run {}: {:<50} {:>9.0} req/s  {:>6.2} µs CPU/req ({:.2} user)  {:.0} % CPU  {:.2} switches/req",
+                run + 1,
+                c.name(),
+                s.rps(),
+                s.cpu_per_req(),
+                s.user_per_req(),
+                s.cpu_pct(),
+                s.switches_per_req()
+            );
+            samples[i].push(s);
+        }
+    }
+
+    if only.is_some() {
+        return Ok(());
+    }
+    println!();
+    println!(
+        "{:<50} {:>22} {:>24} {:>10}",
+        "client", "req/s", "client CPU µs/req", "vs fibr"
+    );
+    let fibr_cpu = median(samples[0].iter().map(Sample::cpu_per_req));
+    for (i, &c) in CLIENTS.iter().enumerate() {
+        let rps: Vec<f64> = samples[i].iter().map(Sample::rps).collect();
+        let cpu: Vec<f64> = samples[i].iter().map(Sample::cpu_per_req).collect();
+        println!(
+            "{:<50} {:>22} {:>24} {:>9.2}x",
+            c.name(),
+            range(&rps, 0),
+            range(&cpu, 2),
+            median(cpu.iter().copied()) / fibr_cpu
+        );
+    }
+    for (i, &c) in CLIENTS.iter().enumerate().skip(1) {
+        let ratio = fibr_cpu / median(samples[i].iter().map(Sample::cpu_per_req));
+        println!(
+            "fibr CPU/request vs {}: {ratio:.2}x (goal <= {GOAL}x): {}",
+            c.name(),
+            if ratio <= GOAL { "met" } else { "NOT met" }
+        );
+    }
+    Ok(())
+}
+
+fn median(v: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = v.collect();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn range(v: &[f64], decimals: usize) -> String {
+    let m = median(v.iter().copied());
+    if v.len() < 2 {
+        return format!("{m:.decimals$}");
+    }
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{m:.decimals$} ({lo:.decimals$}–{hi:.decimals$})")
+}
+
+/// Runs `which` on a fresh runtime: warm-up, then one measured phase.
+fn measure(which: Which, uri: &Uri, phase: Duration) -> Result<Sample, String> {
+    let done = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = Load {
+        uri: uri.clone(),
+        done: done.clone(),
+        failed: failed.clone(),
+        stop: stop.clone(),
+    };
+    let sample = match which {
+        Which::Fibr => {
+            let config = fibr::Config {
+                workers: 1,
+                event_loops: 1,
+                thread_name: "fclient".into(),
+                ..fibr::Config::default()
+            };
+            let engine = fibr::Engine::new(config, []).map_err(|e| format!("fibr engine: {e}"))?;
+            let client = fibr::client::Client::new();
+            let tasks: Vec<_> = (0..IN_FLIGHT)
+                .map(|_| {
+                    let (client, load) = (client.clone(), load.clone());
+                    engine.spawn(async move {
+                        while !load.stop.load(Ordering::Relaxed) {
+                            let req = Request::get(load.uri.clone())
+                                .body(Empty::<Bytes>::new())
+                                .unwrap();
+                            let ok = match client.request(req).await {
+                                Ok(res) => res.into_body().collect().await.is_ok(),
+                                Err(_) => false,
+                            };
+                            load.count(ok);
+                        }
+                    })
+                })
+                .collect();
+            let s = observe(&load, phase);
+            stop.store(true, Ordering::Relaxed);
+            engine.block_on(async {
+                for t in tasks {
+                    let _ = fibr::time::timeout(IO_TIMEOUT, t).await;
+                }
+            });
+            drop(client);
+            engine.shutdown(Duration::from_secs(1));
+            s
+        }
+        Which::HyperUtilMt | Which::HyperUtilCt => {
+            let rt = if which == Which::HyperUtilMt {
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+            } else {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+            }
+            .map_err(|e| format!("tokio runtime: {e}"))?;
+            let client =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .build_http::<Empty<Bytes>>();
+            let make_tasks = |client: &hyper_util::client::legacy::Client<_, Empty<Bytes>>| {
+                (0..IN_FLIGHT)
+                    .map(|_| {
+                        let (client, load) = (client.clone(), load.clone());
+                        rt.spawn(async move {
+                            while !load.stop.load(Ordering::Relaxed) {
+                                let req = Request::get(load.uri.clone())
+                                    .body(Empty::<Bytes>::new())
+                                    .unwrap();
+                                let ok = match client.request(req).await {
+                                    Ok(res) => res.into_body().collect().await.is_ok(),
+                                    Err(_) => false,
+                                };
+                                load.count(ok);
+                            }
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let s = if which == Which::HyperUtilCt {
+                // A current-thread runtime runs its tasks only inside block_on.
+                let tasks = make_tasks(&client);
+                let l2 = load.clone();
+                let s = rt.block_on(async move {
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    thread::spawn(move || {
+                        let _ = tx.send(observe(&l2, phase));
+                    });
+                    rx.await.expect("observer")
+                });
+                stop.store(true, Ordering::Relaxed);
+                rt.block_on(async {
+                    for t in tasks {
+                        let _ = tokio::time::timeout(IO_TIMEOUT, t).await;
+                    }
+                });
+                s
+            } else {
+                let tasks = make_tasks(&client);
+                let s = observe(&load, phase);
+                stop.store(true, Ordering::Relaxed);
+                rt.block_on(async {
+                    for t in tasks {
+                        let _ = tokio::time::timeout(IO_TIMEOUT, t).await;
+                    }
+                });
+                s
+            };
+            drop(client);
+            rt.shutdown_timeout(Duration::from_secs(1));
+            s
+        }
+    };
+    let f = failed.load(Ordering::Relaxed);
+    if f > 0 {
+        return Err(format!("{}: {f} requests failed", which.name()));
+    }
+    if sample.requests == 0 {
+        return Err(format!("{}: no request completed", which.name()));
+    }
+    Ok(sample)
+}
+
+#[derive(Clone)]
+struct Load {
+    uri: Uri,
+    done: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Load {
+    fn count(&self, ok: bool) {
+        if ok {
+            self.done.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Waits out the warm-up, then measures one phase (from a thread that sleeps throughout).
+fn observe(load: &Load, phase: Duration) -> Sample {
+    thread::sleep(WARMUP);
+    let (r0, u0, t0) = (load.done.load(Ordering::Relaxed), usage(), Instant::now());
+    thread::sleep(phase);
+    let (r1, u1, wall) = (load.done.load(Ordering::Relaxed), usage(), t0.elapsed());
+    Sample {
+        requests: r1 - r0,
+        wall,
+        cpu_us: (u1.user + u1.system) - (u0.user + u0.system),
+        user_us: u1.user - u0.user,
+        switches: u1.switches - u0.switches,
+    }
+}
+
+struct Usage {
+    user: f64,
+    system: f64,
+    switches: u64,
+}
+
+/// User and system CPU time of this whole process (all threads), in µs, and its threads'
+/// context switches.
+fn usage() -> Usage {
+    // SAFETY: rusage is plain data that getrusage fills.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    Usage {
+        user: tv(ru.ru_utime),
+        system: tv(ru.ru_stime),
+        switches: (ru.ru_nvcsw + ru.ru_nivcsw) as u64,
+    }
+}
+
+fn which(tool: &str) -> Result<(), String> {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    if found {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{tool}` is not on PATH (taskset is in util-linux)"
+        ))
+    }
+}
+
+/// Builds (unless told not to) and finds the `bench_server` example.
+fn find_server(build: bool) -> Result<PathBuf, String> {
+    if build {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--example", "bench_server"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .map_err(|e| format!("running cargo build: {e}"))?;
+        if !status.success() {
+            return Err(format!("cargo build of the bench server failed: {status}"));
+        }
+    }
+    let mut candidates = Vec::new();
+    if let Some(release) = std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
+    {
+        candidates.push(release.join("examples"));
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    candidates.push(target.join("release").join("examples"));
+    candidates
+        .into_iter()
+        .map(|d| d.join("bench_server"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| "cannot find the built bench_server example".to_string())
+}
+
+/// The server child (`taskset -c CPU bench_server NAME 0`); killed and reaped when dropped.
+struct RunningServer {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl RunningServer {
+    fn start(bin: &Path, name: &str, cpu: usize) -> Result<RunningServer, String> {
+        let mut cmd = Command::new("taskset");
+        cmd.arg("-c")
+            .arg(cpu.to_string())
+            .arg(bin)
+            .arg(name)
+            .arg("0")
+            .env("BENCH_WORKERS", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: one prctl call between fork and exec: async-signal-safe.
+        unsafe {
+            cmd.pre_exec(die_with_parent);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut guard = RunningServer {
+            child,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        };
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match rx.recv_timeout(left) {
+                Ok(line) => line,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(format!("{name} did not start listening in time"))
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = guard.child.wait().map(|s| s.to_string());
+                    return Err(format!("{name} exited at start-up: {status:?}"));
+                }
+            };
+            if let Some((_, addr)) = line.split_once("listening on ") {
+                guard.addr = addr
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("bad address in {line:?}: {e}"))?;
+                return Ok(guard);
+            }
+            eprintln!("  {name} said: {line}");
+        }
+    }
+
+    fn check_alive(&self) -> Result<(), String> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .map_err(|e| format!("the server is gone: {e}"))?;
+        match stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next()) {
+            Some('Z') | Some('X') => Err("the server exited".into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Asks the kernel to kill this (forked) process when the bench dies. Async-signal-safe.
+fn die_with_parent() -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no pointers.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The first two CPUs this process may use: (server, client).
+fn pick_cpus() -> Result<(usize, usize), String> {
+    // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
+    let allowed: Vec<usize> = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(format!("sched_getaffinity: {}", io::Error::last_os_error()));
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    };
+    match allowed.as_slice() {
+        [first, second, ..] => Ok((*first, *second)),
+        _ => Err(format!(
+            "need two CPUs (server, client); this process may use {allowed:?}"
+        )),
+    }
+}
+
+/// Pins the calling thread (and every thread it later starts) to one CPU.
+fn pin_to(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data, filled locally and passed with its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,297 @@
+//! Connectors: how the client gets a byte stream to a URI's server. [`HttpConnector`]
+//! speaks `http` (TCP) and `http+unix` (a Unix socket named in the URI, see
+//! [`unix_uri`]); [`UnixConnector`] sends every request to one Unix socket. TLS and
+//! proxies are further connectors.
+
+use super::error::{Error, ErrorKind};
+use crate::net::{TcpStream, UnixStream};
+use http::Uri;
+use std::future::{poll_fn, Future};
+use std::io::{self, IoSlice};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+/// The scheme of URIs naming a Unix socket: `http+unix://<hex of the path>/path?query`.
+pub const UNIX_SCHEME: &str = "http+unix";
+
+/// What a connector learned while connecting.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Connected {
+    h2: bool,
+}
+
+impl Connected {
+    /// A plain connection (HTTP/1.1).
+    pub fn new() -> Connected {
+        Connected::default()
+    }
+
+    /// Marks the connection as having negotiated HTTP/2 (ALPN `h2`).
+    pub fn negotiated_h2(mut self) -> Connected {
+        self.h2 = true;
+        self
+    }
+
+    /// True if ALPN picked HTTP/2.
+    pub fn is_negotiated_h2(&self) -> bool {
+        self.h2
+    }
+}
+
+/// A connected stream the client can speak HTTP over.
+pub trait Connection: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static {
+    /// What was negotiated (ALPN); plain HTTP/1.1 by default.
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+impl Connection for TcpStream {}
+impl Connection for UnixStream {}
+
+/// Makes connections for the client. `connect` gets the request's absolute URI (scheme
+/// and authority; the path is `/`) and answers a stream, or an [`Error`] of a connect
+/// kind (`Error::from_connect_io`, or `Error::new(ErrorKind::Dns, ..)` and so on).
+pub trait Connector: Send + Sync + 'static {
+    /// The stream type.
+    type Io: Connection;
+    /// Connects to the server `dst` names.
+    fn connect(&self, dst: &Uri) -> impl Future<Output = Result<Self::Io, Error>> + Send;
+}
+
+/// `http` over TCP (names resolved off the event loops) and `http+unix`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HttpConnector;
+
+impl HttpConnector {
+    pub fn new() -> HttpConnector {
+        HttpConnector
+    }
+}
+
+impl Connector for HttpConnector {
+    type Io = Stream;
+
+    async fn connect(&self, dst: &Uri) -> Result<Stream, Error> {
+        let scheme = dst.scheme_str().unwrap_or("");
+        if scheme.eq_ignore_ascii_case(UNIX_SCHEME) {
+            let path = unix_path(dst)?;
+            return UnixStream::connect(&path)
+                .await
+                .map(Stream::Unix)
+                .map_err(Error::from_connect_io);
+        }
+        if !scheme.eq_ignore_ascii_case("http") {
+            return Err(Error::new(
+                ErrorKind::InvalidUri,
+                format!("scheme {scheme:?} needs another connector (HttpConnector speaks http and http+unix)"),
+            ));
+        }
+        let host = dst
+            .host()
+            .ok_or_else(|| Error::new(ErrorKind::InvalidUri, "the URI has no host"))?;
+        let port = dst.port_u16().unwrap_or(80);
+        let addrs = resolve(host, port).await?;
+        let mut last = None;
+        for a in addrs {
+            match TcpStream::connect(a).await {
+                Ok(s) => return Ok(Stream::Tcp(s)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(Error::from_connect_io(last.unwrap_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, "no address")
+        })))
+    }
+}
+
+/// Every request goes to the Unix socket at one path, whatever its URI names.
+#[derive(Clone, Debug)]
+pub struct UnixConnector {
+    path: Arc<Path>,
+}
+
+impl UnixConnector {
+    pub fn new(path: impl Into<PathBuf>) -> UnixConnector {
+        UnixConnector {
+            path: Arc::from(path.into()),
+        }
+    }
+}
+
+impl Connector for UnixConnector {
+    type Io = UnixStream;
+
+    async fn connect(&self, _dst: &Uri) -> Result<UnixStream, Error> {
+        UnixStream::connect(&*self.path)
+            .await
+            .map_err(Error::from_connect_io)
+    }
+}
+
+/// The URI of `path_and_query` on the Unix socket at `socket`, for [`HttpConnector`]:
+/// `http+unix://<hex of the socket path>/path_and_query`.
+pub fn unix_uri(socket: impl AsRef<Path>, path_and_query: &str) -> Result<Uri, Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = socket.as_ref().as_os_str().as_bytes();
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    let pq = if path_and_query.starts_with('/') {
+        path_and_query.to_string()
+    } else {
+        format!("/{path_and_query}")
+    };
+    format!("{UNIX_SCHEME}://{hex}{pq}")
+        .parse()
+        .map_err(|e| Error::new(ErrorKind::InvalidUri, e))
+}
+
+fn unix_path(dst: &Uri) -> Result<PathBuf, Error> {
+    use std::os::unix::ffi::OsStringExt;
+    let bad = || {
+        Error::new(
+            ErrorKind::InvalidUri,
+            "http+unix host is not a hex-encoded path",
+        )
+    };
+    let hex = dst.host().ok_or_else(bad)?.as_bytes();
+    if hex.is_empty() || hex.len() % 2 != 0 {
+        return Err(bad());
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(hex.len() / 2);
+    for pair in hex.chunks(2) {
+        out.push(digit(pair[0]).ok_or_else(bad)? << 4 | digit(pair[1]).ok_or_else(bad)?);
+    }
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(out)))
+}
+
+/// Resolves `host` on a short-lived OS thread (never on an event loop or worker): IP
+/// literals skip it.
+pub(crate) async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Error> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    struct Slot {
+        result: Option<io::Result<Vec<SocketAddr>>>,
+        waker: Option<Waker>,
+    }
+    let slot = Arc::new(Mutex::new(Slot {
+        result: None,
+        waker: None,
+    }));
+    let (name, s2) = (bare.to_owned(), slot.clone());
+    std::thread::Builder::new()
+        .name("fibr-dns".into())
+        .spawn(move || {
+            let r = (name.as_str(), port)
+                .to_socket_addrs()
+                .map(|it| it.collect::<Vec<_>>());
+            let mut s = s2.lock().unwrap();
+            s.result = Some(r);
+            if let Some(w) = s.waker.take() {
+                w.wake();
+            }
+        })
+        .map_err(|e| Error::new(ErrorKind::Dns, e))?;
+    let r = poll_fn(|cx| {
+        let mut s = slot.lock().unwrap();
+        match s.result.take() {
+            Some(r) => Poll::Ready(r),
+            None => {
+                s.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    })
+    .await;
+    match r {
+        Ok(addrs) if !addrs.is_empty() => Ok(addrs),
+        Ok(_) => Err(Error::new(
+            ErrorKind::Dns,
+            format!("{bare:?} resolved to no address"),
+        )),
+        Err(e) => Err(Error::new(
+            ErrorKind::Dns,
+            format!("resolving {bare:?}: {e}"),
+        )),
+    }
+}
+
+/// The stream of [`HttpConnector`]: TCP or Unix.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Connection for Stream {}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stream::Tcp(s) => f
+                .debug_tuple("Stream::Tcp")
+                .field(&s.peer_addr().ok())
+                .finish(),
+            Stream::Unix(_) => f.write_str("Stream::Unix"),
+        }
+    }
+}
+
+impl hyper::rt::Read for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => hyper::rt::Read::poll_read(Pin::new(s), cx, buf),
+            Stream::Unix(s) => hyper::rt::Read::poll_read(Pin::new(s), cx, buf),
+        }
+    }
+}
+
+impl hyper::rt::Write for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => s.poll_write(cx, buf),
+            Stream::Unix(s) => s.poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => s.poll_write_vectored(cx, bufs),
+            Stream::Unix(s) => s.poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => s.poll_shutdown(cx),
+            Stream::Unix(s) => s.poll_shutdown(cx),
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The client's typed error.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::io;
+
+/// A boxed error, as tower and hyper use.
+pub type BoxError = Box<dyn StdError + Send + Sync>;
+
+/// What went wrong, as far as the client can tell. New kinds may be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The URI is not absolute, or names a scheme the connector does not speak.
+    InvalidUri,
+    /// The host name did not resolve.
+    Dns,
+    /// The server refused the connection (nothing listens there).
+    ConnectRefused,
+    /// Connecting failed for another reason.
+    Connect,
+    /// Connecting (resolution included) took longer than the connect timeout.
+    ConnectTimeout,
+    /// No response head within the request timeout.
+    Timeout,
+    /// The connection closed (or was reset) before a complete response head arrived.
+    ClosedBeforeResponse,
+    /// The connection closed before the response body was complete.
+    IncompleteBody,
+    /// The server's response was not valid HTTP/1 (garbage, an oversized head).
+    Protocol,
+    /// The response body is larger than the configured limit.
+    BodyTooLarge,
+    /// The request body failed while being sent.
+    RequestBody,
+    /// Anything else.
+    Other,
+}
+
+impl ErrorKind {
+    fn describe(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidUri => "invalid request URI",
+            ErrorKind::Dns => "DNS resolution failed",
+            ErrorKind::ConnectRefused => "connection refused",
+            ErrorKind::Connect => "connect failed",
+            ErrorKind::ConnectTimeout => "connect timed out",
+            ErrorKind::Timeout => "request timed out",
+            ErrorKind::ClosedBeforeResponse => "connection closed before the response",
+            ErrorKind::IncompleteBody => "connection closed before the response body was complete",
+            ErrorKind::Protocol => "invalid HTTP response",
+            ErrorKind::BodyTooLarge => "response body larger than the limit",
+            ErrorKind::RequestBody => "request body failed",
+            ErrorKind::Other => "HTTP client error",
+        }
+    }
+}
+
+/// An error of [`Client`](super::Client): a kind plus, where there is one, its cause.
+pub struct Error {
+    kind: ErrorKind,
+    source: Option<BoxError>,
+}
+
+impl Error {
+    /// An error of `kind` caused by `source` (for connectors).
+    pub fn new(kind: ErrorKind, source: impl Into<BoxError>) -> Error {
+        Error {
+            kind,
+            source: Some(source.into()),
+        }
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// A connect or request timeout.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.kind, ErrorKind::Timeout | ErrorKind::ConnectTimeout)
+    }
+
+    /// No connection could be made (DNS, refused, connect timeout, other connect errors).
+    pub fn is_connect(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::Dns
+                | ErrorKind::ConnectRefused
+                | ErrorKind::Connect
+                | ErrorKind::ConnectTimeout
+        )
+    }
+
+    /// The connection closed before the response (head or body) was complete.
+    pub fn is_closed(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::ClosedBeforeResponse | ErrorKind::IncompleteBody
+        )
+    }
+
+    /// The response body exceeded the configured limit.
+    pub fn is_body_too_large(&self) -> bool {
+        self.kind == ErrorKind::BodyTooLarge
+    }
+
+    /// An I/O error while connecting: refused, or another connect failure.
+    pub fn from_connect_io(e: io::Error) -> Error {
+        let kind = match e.kind() {
+            io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
+            io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
+            _ => ErrorKind::Connect,
+        };
+        Error::new(kind, e)
+    }
+
+    /// Classifies one of hyper's errors; `in_body` tells whether the response head had
+    /// already arrived.
+    pub(crate) fn from_hyper(e: hyper::Error, in_body: bool) -> Error {
+        let closed = if in_body {
+            ErrorKind::IncompleteBody
+        } else {
+            ErrorKind::ClosedBeforeResponse
+        };
+        let kind = if e.is_parse() || e.is_parse_status() {
+            ErrorKind::Protocol
+        } else if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+            closed
+        } else if e.is_body_write_aborted() || (e.is_user() && e.source().is_some()) {
+            ErrorKind::RequestBody
+        } else if e.is_timeout() {
+            ErrorKind::Timeout
+        } else if is_disconnect(&e) {
+            closed
+        } else {
+            ErrorKind::Other
+        };
+        Error::new(kind, e)
+    }
+}
+
+/// True if `e` (or a cause of it) is an I/O error meaning the peer went away.
+pub(crate) fn is_disconnect(e: &(dyn StdError + 'static)) -> bool {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<io::Error>() {
+            return matches!(
+                io.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+            );
+        }
+        cur = err.source();
+    }
+    false
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("fibr::client::Error");
+        d.field("kind", &self.kind);
+        if let Some(s) = &self.source {
+            d.field("source", s);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind.describe())?;
+        if let Some(s) = &self.source {
+            write!(f, ": {s}")?;
+        }
+        Ok(())
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn StdError + 'static))
+    }
+}

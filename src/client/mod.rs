@@ -1,0 +1,505 @@
+//! `fibr::client::Client`: a hyper-style HTTP/1.1 client on fibr's loops (feature
+//! `client`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), fibr::client::Error> {
+//! use http_body_util::BodyExt;
+//! let client = fibr::client::Client::new();
+//! let res = client.get("http://127.0.0.1:3000/").await?;
+//! let body = res.into_body().collect().await?.to_bytes();
+//! # let _ = body; Ok(()) }
+//! ```
+//!
+//! - Connections are pooled per (scheme, authority) with keep-alive reuse, an idle
+//!   timeout and a bound on idle connections per host.
+//! - The wire protocol is hyper's HTTP/1 client connection (`hyper::client::conn::http1`)
+//!   over fibr sockets. The task awaiting a request also drives its connection, and the
+//!   response body drives it while it is read, so a request costs no extra task and no
+//!   cross-thread wake-up; the connection returns to the pool once the body has been read
+//!   to its end (dropping the body early closes it).
+//! - Names are resolved on a short-lived OS thread, never on an event loop or a worker.
+//! - [`Connector`]s make connections: [`HttpConnector`] (`http` over TCP and `http+unix`,
+//!   see [`unix_uri`]), [`UnixConnector`], or your own (TLS, proxies). A connection that
+//!   reports ALPN `h2` ([`Connected::negotiated_h2`]) is refused for now (HTTP/1 only).
+//! - A request that never reached the server (the pooled connection turned out closed
+//!   before it was written), and an idempotent request without a body whose reused
+//!   connection closed before answering, are retried once on a fresh connection.
+//! - It is a `tower::Service<http::Request<B>>`, so tower layers stack on it.
+//! - It works from fibr handlers, from `fibr::run`, and from any other executor (tokio
+//!   included): its I/O and timers run on fibr's loops wherever it is polled.
+
+mod body;
+mod connect;
+mod error;
+mod pool;
+
+pub use body::ResponseBody;
+pub use connect::{
+    unix_uri, Connected, Connection, Connector, HttpConnector, Stream, UnixConnector, UNIX_SCHEME,
+};
+pub use error::{BoxError, Error, ErrorKind};
+
+use body::{Driver, ReqBody};
+use http::header::{HeaderValue, CONTENT_LENGTH, HOST};
+use http::uri::PathAndQuery;
+use http::{Method, Request, Response, Uri, Version};
+use http_body::Body;
+use pool::{Key, Pool, Pooled};
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// An HTTP/1.1 client with a connection pool. Cloning is cheap and shares the pool.
+pub struct Client<C: Connector = HttpConnector> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Connector> Clone for Client<C> {
+    fn clone(&self) -> Self {
+        Client {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<C: Connector> {
+    connector: C,
+    pool: Arc<Pool<C::Io>>,
+    connect_timeout: Option<Duration>,
+    request_timeout: Option<Duration>,
+    max_body: Option<u64>,
+    retry: bool,
+    h1: hyper::client::conn::http1::Builder,
+}
+
+/// Settings of a [`Client`]; see [`Client::builder`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    idle_timeout: Option<Duration>,
+    max_idle_per_host: usize,
+    connect_timeout: Option<Duration>,
+    request_timeout: Option<Duration>,
+    max_body: Option<u64>,
+    retry: bool,
+    h1: hyper::client::conn::http1::Builder,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        Builder {
+            idle_timeout: Some(Duration::from_secs(90)),
+            max_idle_per_host: 64,
+            connect_timeout: None,
+            request_timeout: None,
+            max_body: None,
+            retry: true,
+            h1: hyper::client::conn::http1::Builder::new(),
+        }
+    }
+}
+
+impl Builder {
+    /// How long an idle pooled connection is kept (default 90 s; `None`: until the server
+    /// closes it).
+    pub fn pool_idle_timeout(&mut self, t: impl Into<Option<Duration>>) -> &mut Self {
+        self.idle_timeout = t.into();
+        self
+    }
+
+    /// Idle connections kept per (scheme, authority) (default 64; 0 disables pooling).
+    pub fn pool_max_idle_per_host(&mut self, n: usize) -> &mut Self {
+        self.max_idle_per_host = n;
+        self
+    }
+
+    /// Time allowed to resolve and connect (default: none).
+    pub fn connect_timeout(&mut self, t: impl Into<Option<Duration>>) -> &mut Self {
+        self.connect_timeout = t.into();
+        self
+    }
+
+    /// Time allowed from the call until the response head has arrived, connecting
+    /// included (default: none). Reading the body is not covered: it streams.
+    pub fn request_timeout(&mut self, t: impl Into<Option<Duration>>) -> &mut Self {
+        self.request_timeout = t.into();
+        self
+    }
+
+    /// Largest response body accepted: a larger Content-Length fails the request, a longer
+    /// stream fails the body (default: no limit).
+    pub fn max_response_body_size(&mut self, n: impl Into<Option<u64>>) -> &mut Self {
+        self.max_body = n.into();
+        self
+    }
+
+    /// Whether requests that never reached the server (and idempotent, bodiless ones whose
+    /// reused connection closed before answering) are retried once on a fresh connection
+    /// (default true).
+    pub fn retry_canceled_requests(&mut self, on: bool) -> &mut Self {
+        self.retry = on;
+        self
+    }
+
+    /// Sends header names in Title-Case (default false).
+    pub fn http1_title_case_headers(&mut self, on: bool) -> &mut Self {
+        self.h1.title_case_headers(on);
+        self
+    }
+
+    /// Most header fields accepted in a response (hyper's default: 100).
+    pub fn http1_max_headers(&mut self, n: usize) -> &mut Self {
+        self.h1.max_headers(n);
+        self
+    }
+
+    /// Largest connection read buffer, which bounds a response head (hyper's default:
+    /// about 400 KiB).
+    pub fn http1_max_buf_size(&mut self, n: usize) -> &mut Self {
+        self.h1.max_buf_size(n);
+        self
+    }
+
+    /// Accepts obsolete multi-line (folded) response headers (default false).
+    pub fn http1_allow_obsolete_multiline_headers_in_responses(&mut self, on: bool) -> &mut Self {
+        self.h1.allow_obsolete_multiline_headers_in_responses(on);
+        self
+    }
+
+    /// hyper's whole HTTP/1 client builder, for options not mirrored here.
+    pub fn http1(&mut self) -> &mut hyper::client::conn::http1::Builder {
+        &mut self.h1
+    }
+
+    /// A client with the [`HttpConnector`].
+    pub fn build(&self) -> Client {
+        self.build_with_connector(HttpConnector)
+    }
+
+    /// A client with `connector`.
+    pub fn build_with_connector<C: Connector>(&self, connector: C) -> Client<C> {
+        Client {
+            inner: Arc::new(Inner {
+                connector,
+                pool: Arc::new(Pool::new(self.max_idle_per_host, self.idle_timeout)),
+                connect_timeout: self.connect_timeout,
+                request_timeout: self.request_timeout,
+                max_body: self.max_body,
+                retry: self.retry,
+                h1: self.h1.clone(),
+            }),
+        }
+    }
+}
+
+impl Client {
+    /// A client with default settings and the [`HttpConnector`].
+    pub fn new() -> Client {
+        Builder::default().build()
+    }
+
+    /// Settings for a client.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl Default for Client {
+    fn default() -> Client {
+        Client::new()
+    }
+}
+
+impl<C: Connector> std::fmt::Debug for Client<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("idle_connections", &self.inner.pool.idle_count())
+            .finish()
+    }
+}
+
+/// How one attempt on one connection failed.
+enum Attempt {
+    /// Safe to send again on a fresh connection.
+    Retry(Box<Request<ReqBody>>, Error),
+    Fail(Error),
+}
+
+impl<C: Connector> Client<C> {
+    /// `GET uri`.
+    pub async fn get<U>(&self, uri: U) -> Result<Response<ResponseBody>, Error>
+    where
+        U: TryInto<Uri>,
+        U::Error: Into<BoxError>,
+    {
+        let uri = uri
+            .try_into()
+            .map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
+        let mut req = Request::new(ReqBody::Empty);
+        *req.uri_mut() = uri;
+        self.send(req).await
+    }
+
+    /// Sends `req` (its URI absolute) and answers the response once its head has arrived;
+    /// the body streams.
+    pub async fn request<B>(&self, req: Request<B>) -> Result<Response<ResponseBody>, Error>
+    where
+        B: Body + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.send(req.map(ReqBody::new)).await
+    }
+
+    /// Idle connections in the pool now (all hosts).
+    pub fn idle_connections(&self) -> usize {
+        self.inner.pool.idle_count()
+    }
+
+    async fn send(&self, req: Request<ReqBody>) -> Result<Response<ResponseBody>, Error> {
+        match self.inner.request_timeout {
+            None => self.send_inner(req).await,
+            Some(t) => match crate::time::timeout(t, self.send_inner(req)).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("no response within {t:?}"),
+                )),
+            },
+        }
+    }
+
+    async fn send_inner(&self, req: Request<ReqBody>) -> Result<Response<ResponseBody>, Error> {
+        let (key, mut req) = prepare(req)?;
+        let mut fresh_only = false;
+        loop {
+            let pooled = if fresh_only {
+                None
+            } else {
+                let pool = &self.inner.pool;
+                poll_fn(|cx| Poll::Ready(pool.checkout(&key, cx))).await
+            };
+            let reused = pooled.is_some();
+            let conn = match pooled {
+                Some(c) => c,
+                None => self.connect(&key).await?,
+            };
+            // Only a bodiless idempotent request can be rebuilt after it was written.
+            let replay =
+                (reused && self.inner.retry && is_replayable(&req)).then(|| copy_head(&req));
+            match self.attempt(conn, req).await {
+                Ok(res) => return Ok(res),
+                Err(Attempt::Retry(r, e)) => {
+                    if fresh_only || !self.inner.retry {
+                        return Err(e);
+                    }
+                    req = *r;
+                }
+                Err(Attempt::Fail(e)) => match replay {
+                    Some(r) if e.kind() == ErrorKind::ClosedBeforeResponse => req = r,
+                    _ => return Err(e),
+                },
+            }
+            fresh_only = true;
+        }
+    }
+
+    /// Connects (with the connect timeout) and sets up an HTTP/1 connection.
+    async fn connect(&self, key: &Key) -> Result<Box<Pooled<C::Io>>, Error> {
+        let dst = Uri::builder()
+            .scheme(key.scheme.clone())
+            .authority(key.authority.clone())
+            .path_and_query("/")
+            .build()
+            .map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
+        let connecting = self.inner.connector.connect(&dst);
+        let io = match self.inner.connect_timeout {
+            None => connecting.await?,
+            Some(t) => match crate::time::timeout(t, connecting).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    return Err(Error::new(
+                        ErrorKind::ConnectTimeout,
+                        format!("connecting to {dst} took longer than {t:?}"),
+                    ))
+                }
+            },
+        };
+        if io.connected().is_negotiated_h2() {
+            return Err(Error::new(
+                ErrorKind::Connect,
+                "the connector negotiated HTTP/2, which this client does not speak yet",
+            ));
+        }
+        let (tx, conn) = self
+            .inner
+            .h1
+            .handshake(io)
+            .await
+            .map_err(|e| Error::new(ErrorKind::Connect, e))?;
+        Ok(Box::new(Pooled {
+            tx,
+            conn: Some(conn),
+            key: key.clone(),
+            pool: Arc::downgrade(&self.inner.pool),
+            idle_since: Instant::now(),
+        }))
+    }
+
+    /// Sends `req` on `conn`, driving the connection until the response head arrives.
+    async fn attempt(
+        &self,
+        conn: Box<Pooled<C::Io>>,
+        req: Request<ReqBody>,
+    ) -> Result<Response<ResponseBody>, Attempt> {
+        let mut conn = Some(conn);
+        let c = conn.as_mut().expect("set above");
+        let mut pending = pin!(c.tx.try_send_request(req));
+        let max_body = self.inner.max_body;
+        poll_fn(|cx| {
+            let c = conn.as_mut().expect("present until the response");
+            c.drive(cx);
+            let res = match pending.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(r) => r,
+            };
+            let res = match res {
+                Ok(res) => res,
+                Err(mut e) => {
+                    return Poll::Ready(Err(match e.take_message() {
+                        Some(req) => {
+                            Attempt::Retry(Box::new(req), Error::from_hyper(e.into_error(), false))
+                        }
+                        None => Attempt::Fail(Error::from_hyper(e.into_error(), false)),
+                    }))
+                }
+            };
+            let (parts, incoming) = res.into_parts();
+            if let Some(limit) = max_body {
+                let len = parts
+                    .headers
+                    .get(CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok());
+                if len.is_some_and(|n| n > limit) {
+                    return Poll::Ready(Err(Attempt::Fail(Error::new(
+                        ErrorKind::BodyTooLarge,
+                        format!("content-length {} over the limit of {limit}", len.unwrap()),
+                    ))));
+                }
+            }
+            let c = conn.take().expect("present until the response");
+            let driver: Option<Box<dyn Driver>> = if hyper::body::Body::is_end_stream(&incoming) {
+                c.finish(cx);
+                None
+            } else {
+                Some(c)
+            };
+            Poll::Ready(Ok(Response::from_parts(
+                parts,
+                ResponseBody::new(incoming, driver, max_body),
+            )))
+        })
+        .await
+    }
+}
+
+/// Splits the pool key off `req` and turns its URI into origin form with a Host header.
+fn prepare(req: Request<ReqBody>) -> Result<(Key, Request<ReqBody>), Error> {
+    let (mut parts, body) = req.into_parts();
+    let mut uri = std::mem::take(&mut parts.uri).into_parts();
+    let (Some(scheme), Some(authority)) = (uri.scheme.take(), uri.authority.take()) else {
+        return Err(Error::new(
+            ErrorKind::InvalidUri,
+            "the request URI must be absolute (scheme://host/path)",
+        ));
+    };
+    if !parts.headers.contains_key(HOST) {
+        let host = if scheme.as_str().eq_ignore_ascii_case(UNIX_SCHEME) {
+            HeaderValue::from_static("localhost")
+        } else {
+            let h = authority.as_str();
+            let h = h.rsplit_once('@').map_or(h, |(_, host)| host);
+            HeaderValue::from_str(h).map_err(|e| Error::new(ErrorKind::InvalidUri, e))?
+        };
+        parts.headers.insert(HOST, host);
+    }
+    if uri.path_and_query.is_none() {
+        uri.path_and_query = Some(PathAndQuery::from_static("/"));
+    }
+    parts.uri = Uri::from_parts(uri).map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
+    if parts.version != Version::HTTP_10 {
+        parts.version = Version::HTTP_11;
+    }
+    Ok((Key { scheme, authority }, Request::from_parts(parts, body)))
+}
+
+fn is_replayable(req: &Request<ReqBody>) -> bool {
+    matches!(
+        *req.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    ) && hyper::body::Body::is_end_stream(req.body())
+}
+
+fn copy_head(req: &Request<ReqBody>) -> Request<ReqBody> {
+    let mut r = Request::new(ReqBody::Empty);
+    *r.method_mut() = req.method().clone();
+    *r.uri_mut() = req.uri().clone();
+    *r.version_mut() = req.version();
+    *r.headers_mut() = req.headers().clone();
+    r
+}
+
+/// The request futures are `Send` (checked at compile time, never called).
+#[allow(dead_code)]
+fn assert_send(c: &Client) {
+    fn send<T: Send>(_: &T) {}
+    send(&c.get("http://x/"));
+    send(&c.request(Request::new(String::new())));
+}
+
+/// The future of [`Client`]'s `tower::Service::call`.
+pub struct ResponseFuture {
+    inner: Pin<Box<dyn Future<Output = Result<Response<ResponseBody>, Error>> + Send>>,
+}
+
+impl Future for ResponseFuture {
+    type Output = Result<Response<ResponseBody>, Error>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl std::fmt::Debug for ResponseFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResponseFuture")
+    }
+}
+
+impl<C, B> tower_service::Service<Request<B>> for Client<C>
+where
+    C: Connector,
+    B: Body + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = Error;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> ResponseFuture {
+        let client = self.clone();
+        ResponseFuture {
+            inner: Box::pin(async move { client.request(req).await }),
+        }
+    }
+}
+
+/// The response body is `Send + Sync` (so `BoxBody` and the like take it).
+#[allow(dead_code)]
+fn assert_body_send_sync(b: ResponseBody) -> impl Send + Sync {
+    b
+}

@@ -1,0 +1,237 @@
+//! Idle HTTP/1 connections per (scheme, authority): keep-alive reuse, a bound per host,
+//! idle expiry (checked on checkout and by a reaper task while anything is idle).
+//!
+//! A connection is a hyper `SendRequest` plus its `Connection` future, kept together: the
+//! task that uses the connection also drives it (no per-connection task, no cross-task
+//! wake-ups). An idle connection is driven by nobody; on checkout it is polled once, which
+//! notices a server that closed it meanwhile.
+
+use super::body::{Driver, ReqBody};
+use hyper::client::conn::http1::{Connection, SendRequest};
+use hyper::rt::{Read, Write};
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+/// FNV-1a: keys are short and hashed per byte (`Authority` hashes case-insensitively one
+/// byte at a time), where SipHash's per-call cost dominates. Keys come from the client's
+/// own requests, not from peers.
+#[derive(Default)]
+pub(crate) struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
+
+/// Which connections may serve a request.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct Key {
+    pub scheme: http::uri::Scheme,
+    pub authority: http::uri::Authority,
+}
+
+/// One HTTP/1 connection, in use or idle.
+pub(crate) struct Pooled<Io>
+where
+    Io: Read + Write + Unpin + Send + 'static,
+{
+    pub tx: SendRequest<ReqBody>,
+    pub conn: Option<Connection<Io, ReqBody>>,
+    pub key: Key,
+    pub pool: Weak<Pool<Io>>,
+    pub idle_since: Instant,
+}
+
+impl<Io> Pooled<Io>
+where
+    Io: Read + Write + Unpin + Send + 'static,
+{
+    /// Drives the connection; true (and the connection dropped) once it has finished.
+    pub fn drive(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(conn) = self.conn.as_mut() else {
+            return true;
+        };
+        match Pin::new(conn).poll(cx) {
+            Poll::Ready(_) => {
+                // Dropping the dispatcher answers any request still queued on it.
+                self.conn = None;
+                true
+            }
+            Poll::Pending => false,
+        }
+    }
+}
+
+impl<Io> Driver for Pooled<Io>
+where
+    Io: Read + Write + Unpin + Send + 'static,
+{
+    fn poll_conn(&mut self, cx: &mut Context<'_>) -> bool {
+        self.drive(cx)
+    }
+
+    fn finish(mut self: Box<Self>, cx: &mut Context<'_>) {
+        // One more turn lets the dispatcher finish the message and ask for the next one.
+        if self.drive(cx) {
+            return;
+        }
+        if let Some(pool) = self.pool.upgrade() {
+            pool.put(self);
+        }
+    }
+}
+
+/// The idle connections of one client.
+pub(crate) struct Pool<Io>
+where
+    Io: Read + Write + Unpin + Send + 'static,
+{
+    idle: Mutex<FnvMap<Key, Vec<Box<Pooled<Io>>>>>,
+    max_idle_per_host: usize,
+    idle_timeout: Option<Duration>,
+    reaping: AtomicBool,
+}
+
+impl<Io> Pool<Io>
+where
+    Io: Read + Write + Unpin + Send + 'static,
+{
+    pub fn new(max_idle_per_host: usize, idle_timeout: Option<Duration>) -> Pool<Io> {
+        Pool {
+            idle: Mutex::new(FnvMap::default()),
+            max_idle_per_host,
+            idle_timeout,
+            reaping: AtomicBool::new(false),
+        }
+    }
+
+    fn expired(&self, c: &Pooled<Io>, now: Instant) -> bool {
+        self.idle_timeout
+            .is_some_and(|t| now.saturating_duration_since(c.idle_since) >= t)
+    }
+
+    /// The most recently idled live connection for `key`, polled once with `cx`.
+    pub fn checkout(&self, key: &Key, cx: &mut Context<'_>) -> Option<Box<Pooled<Io>>> {
+        loop {
+            let mut c = {
+                let mut idle = self.idle.lock().unwrap();
+                let list = idle.get_mut(key)?;
+                let c = list.pop();
+                if list.is_empty() {
+                    idle.remove(key);
+                }
+                c?
+            };
+            if self.expired(&c, Instant::now()) {
+                // Every older one has expired too.
+                let rest = self.idle.lock().unwrap().remove(key);
+                drop((c, rest));
+                return None;
+            }
+            // A server that closed the connection while it sat idle is noticed here.
+            if c.drive(cx) || !c.tx.is_ready() {
+                continue;
+            }
+            return Some(c);
+        }
+    }
+
+    /// Keeps `c` for reuse (over the bound, the oldest idle one is closed).
+    pub fn put(self: Arc<Self>, mut c: Box<Pooled<Io>>) {
+        if self.max_idle_per_host == 0 {
+            return;
+        }
+        c.idle_since = Instant::now();
+        let evicted = {
+            let mut idle = self.idle.lock().unwrap();
+            let list = idle.entry(c.key.clone()).or_default();
+            list.push(c);
+            if list.len() > self.max_idle_per_host {
+                Some(list.remove(0))
+            } else {
+                None
+            }
+        };
+        drop(evicted);
+        self.start_reaper();
+    }
+
+    /// Closes expired idle connections every half idle timeout while any are idle.
+    fn start_reaper(self: Arc<Self>) {
+        let Some(timeout) = self.idle_timeout else {
+            return;
+        };
+        if self.reaping.load(Ordering::Relaxed) || self.reaping.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let period = (timeout / 2).max(Duration::from_millis(1));
+        let weak = Arc::downgrade(&self);
+        drop(self);
+        drop(crate::spawn(async move {
+            loop {
+                crate::time::sleep(period).await;
+                let Some(pool) = weak.upgrade() else { return };
+                if pool.reap() {
+                    continue;
+                }
+                pool.reaping.store(false, Ordering::Release);
+                // A connection that went idle meanwhile restarts the reaper only if this
+                // one is really gone.
+                if pool.idle.lock().unwrap().is_empty() || pool.reaping.swap(true, Ordering::AcqRel)
+                {
+                    return;
+                }
+            }
+        }));
+    }
+
+    /// Drops expired connections; true if any connection is still idle.
+    fn reap(&self) -> bool {
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        let left = {
+            let mut idle = self.idle.lock().unwrap();
+            idle.retain(|_, list| {
+                let mut i = 0;
+                while i < list.len() {
+                    if self.expired(&list[i], now) {
+                        expired.push(list.remove(i));
+                    } else {
+                        i += 1;
+                    }
+                }
+                !list.is_empty()
+            });
+            !idle.is_empty()
+        };
+        drop(expired);
+        left
+    }
+
+    /// Idle connections now kept for `key` (for tests and diagnostics).
+    pub fn idle_count(&self) -> usize {
+        self.idle.lock().unwrap().values().map(Vec::len).sum()
+    }
+}

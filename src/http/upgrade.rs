@@ -1,0 +1,210 @@
+//! Protocol upgrades through hyper.
+//!
+//! axum's `WebSocketUpgrade` (and anything built on `hyper::upgrade::on`) needs hyper's
+//! `OnUpgrade` in the request, which only hyper can create. So a connection whose request
+//! asks for an upgrade leaves fibr's dispatcher: its socket becomes a `fibr::net` stream,
+//! the bytes already read are replayed first, and hyper's own HTTP/1 connection serves the
+//! same service on it, with upgrades. The upgraded I/O stays on fibr's loops.
+//! `on_upgrade` spawns with `tokio::spawn`, so it needs fibr's `tokio` feature.
+
+use super::body::Incoming;
+use super::service::BoxError;
+use crate::net::{TcpStream, UnixStream};
+use crate::Conn;
+use bytes::Buf;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use tower_service::Service;
+
+/// Takes `conn`'s socket and serves it with hyper from `prefix` (the bytes from the
+/// upgrade request on) with `svc`.
+pub(crate) fn hand_off<S, B>(conn: &Conn, prefix: Vec<u8>, svc: S)
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let svc = HyperService {
+        inner: Arc::new(Mutex::new(svc)),
+    };
+    let prefix = Bytes::from(prefix);
+    let spawned = conn.detach_stream().map(|stream| match stream {
+        crate::net::Stream::Tcp(s) => crate::spawn(serve(Rewind::new(prefix, s), svc)),
+        crate::net::Stream::Unix(s) => crate::spawn(serve(Rewind::new(prefix, s), svc)),
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "could not hand an upgrade request to hyper");
+    }
+}
+
+async fn serve<T, S, B>(io: Rewind<T>, svc: HyperService<S>)
+where
+    Rewind<T>: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(crate::rt::Timer)
+        .serve_connection(io, svc)
+        .with_upgrades();
+    if let Err(e) = conn.await {
+        tracing::debug!(error = %e, "upgraded connection ended with an error");
+    }
+}
+
+/// A tower service as hyper's `Service` (which takes `&self`).
+struct HyperService<S> {
+    inner: Arc<Mutex<S>>,
+}
+
+type Answer = Response<UnsyncBoxBody<Bytes, BoxError>>;
+type BoxFuture = Pin<Box<dyn Future<Output = Result<Answer, BoxError>> + Send>>;
+
+impl<S, B> hyper::service::Service<Request<hyper::body::Incoming>> for HyperService<S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Answer;
+    type Error = BoxError;
+    type Future = BoxFuture;
+
+    fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
+        let req = req.map(Incoming::from_hyper);
+        let mut svc = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let called = catch_unwind(AssertUnwindSafe(|| {
+            let mut cx = Context::from_waker(Waker::noop());
+            match svc.poll_ready(&mut cx) {
+                Poll::Ready(Ok(())) => Ok(svc.call(req)),
+                Poll::Ready(Err(e)) => Err(e.into()),
+                Poll::Pending => Err(BoxError::from(
+                    "the service was not ready for an upgrade request",
+                )),
+            }
+        }));
+        drop(svc);
+        Box::pin(async move {
+            let fut = match called {
+                Ok(Ok(fut)) => fut,
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Ok(panic_response()),
+            };
+            match futures_catch(fut).await {
+                Ok(Ok(resp)) => Ok(resp.map(|body| {
+                    body.map_frame(|f| f.map_data(|mut d| d.copy_to_bytes(d.remaining())))
+                        .map_err(Into::into)
+                        .boxed_unsync()
+                })),
+                Ok(Err(e)) => Err(e.into()),
+                Err(()) => Ok(panic_response()),
+            }
+        })
+    }
+}
+
+/// Polls `fut`, turning a panic into `Err(())`.
+async fn futures_catch<F: Future>(fut: F) -> Result<F::Output, ()> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(
+        move |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(Err(())),
+        },
+    )
+    .await
+}
+
+fn panic_response() -> Answer {
+    tracing::error!(
+        "a handler panicked on an upgrade request (axum's WebSocketUpgrade needs fibr's `tokio` feature)"
+    );
+    let body = Full::new(Bytes::from_static(b"Internal Server Error"));
+    let mut resp = Response::new(body.map_err(|never| match never {}).boxed_unsync());
+    *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    resp
+}
+
+/// An I/O stream that first replays bytes already read from it.
+pub(crate) struct Rewind<T> {
+    prefix: Bytes,
+    inner: T,
+}
+
+impl<T> Rewind<T> {
+    fn new(prefix: Bytes, inner: T) -> Rewind<T> {
+        Rewind { prefix, inner }
+    }
+}
+
+macro_rules! rewind_io {
+    ($t:ty) => {
+        impl hyper::rt::Read for Rewind<$t> {
+            fn poll_read(
+                mut self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                mut buf: hyper::rt::ReadBufCursor<'_>,
+            ) -> Poll<io::Result<()>> {
+                if !self.prefix.is_empty() {
+                    let n = self.prefix.len().min(buf.remaining());
+                    buf.put_slice(&self.prefix[..n]);
+                    let _ = self.prefix.split_to(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Pin::new(&mut self.inner).poll_read(cx, buf)
+            }
+        }
+
+        impl hyper::rt::Write for Rewind<$t> {
+            fn poll_write(
+                mut self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                hyper::rt::Write::poll_write(Pin::new(&mut self.inner), cx, buf)
+            }
+            fn poll_write_vectored(
+                mut self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                hyper::rt::Write::poll_write_vectored(Pin::new(&mut self.inner), cx, bufs)
+            }
+            fn is_write_vectored(&self) -> bool {
+                true
+            }
+            fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                hyper::rt::Write::poll_flush(Pin::new(&mut self.inner), cx)
+            }
+            fn poll_shutdown(
+                mut self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+            ) -> Poll<io::Result<()>> {
+                hyper::rt::Write::poll_shutdown(Pin::new(&mut self.inner), cx)
+            }
+        }
+    };
+}
+
+rewind_io!(TcpStream);
+rewind_io!(UnixStream);
