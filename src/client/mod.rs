@@ -13,10 +13,14 @@
 //! - Connections are pooled per (scheme, authority) with keep-alive reuse, an idle
 //!   timeout and a bound on idle connections per host.
 //! - The wire protocol is hyper's HTTP/1 client connection (`hyper::client::conn::http1`)
-//!   over fibr sockets. The task awaiting a request also drives its connection, and the
-//!   response body drives it while it is read, so a request costs no extra task and no
-//!   cross-thread wake-up; the connection returns to the pool once the body has been read
-//!   to its end (dropping the body early closes it).
+//!   over fibr sockets (a native HTTP/1 client on fibr's codec was not built: this one was
+//!   measured against hyper-util's, see `benches/client.rs`). The task awaiting a request
+//!   also drives its connection, and the response body drives it while it is read: no
+//!   task per connection and no hop between the caller and a connection task (hyper-util
+//!   spawns one per connection). The connection returns to the pool once the body has
+//!   been read to its end (dropping the body early closes it).
+//! - Upgrades (101 Switching Protocols) are not supported: such a connection is not
+//!   reused, and the upgraded stream is not handed out.
 //! - Names are resolved on a short-lived OS thread, never on an event loop or a worker.
 //! - [`Connector`]s make connections: [`HttpConnector`] (`http` over TCP and `http+unix`,
 //!   see [`unix_uri`]), [`UnixConnector`], or your own (TLS, proxies). A connection that
@@ -358,8 +362,16 @@ impl<C: Connector> Client<C> {
         let max_body = self.inner.max_body;
         poll_fn(|cx| {
             let c = conn.as_mut().expect("present until the response");
-            c.drive(cx);
+            let finished = c.drive(cx);
             let res = match pending.as_mut().poll(cx) {
+                // A finished connection has answered every request queued on it; this is
+                // only a guard against waiting forever.
+                Poll::Pending if finished => {
+                    return Poll::Ready(Err(Attempt::Fail(Error::new(
+                        ErrorKind::ClosedBeforeResponse,
+                        "the connection finished without answering",
+                    ))))
+                }
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(r) => r,
             };

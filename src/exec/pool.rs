@@ -126,6 +126,8 @@ thread_local! {
     /// Tagged with the pool it is for: wake-ups of other pools' tasks bypass it.
     static BATCH: RefCell<Option<(*const Inner, Vec<Job>)>> = const { RefCell::new(None) };
     static NEXT_RUNS: Cell<u32> = const { Cell::new(0) };
+    /// The batch vector, kept between batches so a loop allocates none per wait.
+    static SPARE_BATCH: RefCell<Vec<Job>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Pool {
@@ -245,13 +247,16 @@ pub(crate) fn schedule_local(job: Job) {
 
 /// Runs `f` with wake-ups on this thread collected into one batch submitted at the end.
 pub(crate) fn batched<R>(pool: &Pool, f: impl FnOnce() -> R) -> R {
-    BATCH.with(|b| *b.borrow_mut() = Some((Arc::as_ptr(&pool.inner), Vec::new())));
+    let spare = SPARE_BATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    BATCH.with(|b| *b.borrow_mut() = Some((Arc::as_ptr(&pool.inner), spare)));
     let r = f();
     let mut jobs = BATCH
         .with(|b| b.borrow_mut().take())
         .map(|(_, j)| j)
         .unwrap_or_default();
     pool.submit_batch(&mut jobs);
+    // Emptied by the submission; its capacity serves the next batch.
+    SPARE_BATCH.with(|s| *s.borrow_mut() = jobs);
     r
 }
 

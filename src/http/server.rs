@@ -143,6 +143,14 @@ enum Stage<F, B> {
     Canned(Vec<u8>),
 }
 
+/// A request parked until the service is ready.
+struct Waiting {
+    req: Request<Incoming>,
+    head_only: bool,
+    version: Version,
+    keep_alive: bool,
+}
+
 /// The request body being read off the wire.
 struct BodyIn {
     sender: BodySender,
@@ -157,10 +165,11 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
     waker: Waker,
     /// Unparsed bytes kept across rounds (empty, without capacity, when idle).
     buf: Vec<u8>,
-    body: Option<BodyIn>,
+    /// Boxed, like `waiting`: rarely present, and an idle connection should stay small.
+    body: Option<Box<BodyIn>>,
     queue: VecDeque<Exchange<S::Future, B>>,
     /// A request waiting for the service to be ready.
-    waiting: Option<(Request<Incoming>, bool, Version, bool)>,
+    waiting: Option<Box<Waiting>>,
     served: usize,
     /// No more requests are read; close once the queue is written.
     closing: bool,
@@ -425,25 +434,25 @@ where
             BodyFraming::Length(n) => {
                 let (body, sender) =
                     Incoming::channel(conn.clone(), Some(n), expect_continue, cfg.body_buffer);
-                self.body = Some(BodyIn {
+                self.body = Some(Box::new(BodyIn {
                     sender,
                     framing: BodyFraming::Length(n),
                     decoder: None,
                     remaining: n,
                     received: 0,
-                });
+                }));
                 body
             }
             BodyFraming::Chunked => {
                 let (body, sender) =
                     Incoming::channel(conn.clone(), None, expect_continue, cfg.body_buffer);
-                self.body = Some(BodyIn {
+                self.body = Some(Box::new(BodyIn {
                     sender,
                     framing: BodyFraming::Chunked,
                     decoder: Some(ChunkedDecoder::new(MAX_TRAILER_BYTES)),
                     remaining: 0,
                     received: 0,
-                });
+                }));
                 body
             }
         };
@@ -471,7 +480,12 @@ where
         let ready = catch_unwind(AssertUnwindSafe(|| self.svc.poll_ready(&mut cx)));
         let stage = match ready {
             Ok(Poll::Pending) => {
-                self.waiting = Some((req, head_only, version, keep_alive));
+                self.waiting = Some(Box::new(Waiting {
+                    req,
+                    head_only,
+                    version,
+                    keep_alive,
+                }));
                 return;
             }
             Ok(Poll::Ready(Ok(()))) => {
@@ -604,7 +618,13 @@ where
     /// Polls what can make progress and writes every response that is ready, in order.
     fn drive<M>(&mut self, conn: &Conn, shared: &Shared<M>) {
         let cfg = &shared.config;
-        if let Some((req, head_only, version, keep_alive)) = self.waiting.take() {
+        if let Some(waiting) = self.waiting.take() {
+            let Waiting {
+                req,
+                head_only,
+                version,
+                keep_alive,
+            } = *waiting;
             self.call(req, head_only, version, keep_alive);
         }
         let waker = self.waker.clone();
@@ -648,6 +668,10 @@ where
                 self.closing = true;
             }
         });
+        if self.queue.is_empty() && self.queue.capacity() > 0 {
+            // An idle keep-alive connection keeps no exchange buffer.
+            self.queue = VecDeque::new();
+        }
         if self.queue.is_empty() && self.too_much_to_drain(cfg) {
             // Answered without reading a long body: closing beats reading it all.
             self.body = None;

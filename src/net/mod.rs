@@ -50,6 +50,11 @@ macro_rules! stream_io {
                 cx: &mut Context<'_>,
                 buf: &mut [u8],
             ) -> Poll<io::Result<usize>> {
+                // No readiness since the last read that would have blocked: wait without
+                // a syscall (the loop's next edge wakes us).
+                if self.reg.poll_ready(cx, Direction::Read).is_pending() {
+                    return Poll::Pending;
+                }
                 self.reg
                     .poll_io(cx, Direction::Read, |fd| socket::read(fd, buf))
             }

@@ -1,0 +1,95 @@
+//! The server side of `benches/http.rs`: one axum `Router`, served either by fibr or by
+//! `axum::serve` on tokio, with the same number of worker threads.
+//!
+//! ```sh
+//! cargo run --release --example bench_server -- fibr 3000
+//! cargo run --release --example bench_server -- axum 3001
+//! BENCH_WORKERS=2 cargo run --release --example bench_server -- fibr 0   # 0: a free port
+//! ```
+//!
+//! Routes: `GET /` answers `hello`, `POST /echo` answers the request body, `GET /json`
+//! answers a small JSON object. `BENCH_WORKERS` (default 1) sets the worker threads: fibr
+//! runs one event loop and that many workers, tokio a multi-thread runtime with that many
+//! workers. Once listening, the server prints `<name> listening on <addr>` on stderr.
+
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use std::io;
+use std::net::SocketAddr;
+
+/// The app both servers run, without layers.
+fn app() -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello" }))
+        .route("/echo", post(|body: axum::body::Bytes| async move { body }))
+        .route(
+            "/json",
+            get(|| async { Json(serde_json::json!({ "message": "hello", "from": "bench" })) }),
+        )
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+fn main() -> io::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let usage = || invalid("usage: bench_server fibr|axum PORT".to_string());
+    let which = args.next().ok_or_else(usage)?;
+    let port: u16 = match args.next() {
+        Some(p) => p
+            .parse()
+            .map_err(|e| invalid(format!("bad port {p:?}: {e}")))?,
+        None => return Err(usage()),
+    };
+    let workers: usize = match std::env::var("BENCH_WORKERS") {
+        Ok(w) => w
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| invalid(format!("bad BENCH_WORKERS {w:?}")))?,
+        Err(_) => 1,
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    match which.as_str() {
+        "fibr" => serve_fibr(addr, workers),
+        "axum" => serve_axum(addr, workers),
+        other => Err(invalid(format!("unknown server {other:?}; fibr or axum"))),
+    }
+}
+
+/// `fibr::serve` on an engine of one event loop and `workers` workers.
+fn serve_fibr(addr: SocketAddr, workers: usize) -> io::Result<()> {
+    let config = fibr::Config {
+        workers,
+        event_loops: 1,
+        thread_name: "bench-fibr".into(),
+        ..fibr::Config::default()
+    };
+    let engine = fibr::Engine::new(config, [])?;
+    engine.block_on(async move {
+        let listener = fibr::net::TcpListener::bind(addr).await?;
+        eprintln!(
+            "fibr ({workers} workers) listening on {}",
+            listener.local_addr()?
+        );
+        fibr::serve(listener, app()).await
+    })
+}
+
+/// `axum::serve` on a tokio multi-thread runtime with `workers` workers.
+fn serve_axum(addr: SocketAddr, workers: usize) -> io::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name("bench-tokio")
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        eprintln!(
+            "axum ({workers} workers) listening on {}",
+            listener.local_addr()?
+        );
+        axum::serve(listener, app()).await
+    })
+}
