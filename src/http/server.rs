@@ -927,9 +927,15 @@ where
 
     /// Keeps one timer armed for the header-read or idle deadline that applies now.
     fn arm_timer(&mut self, conn: &Conn, cfg: &Config) {
+        let busy = !self.queue.is_empty() || self.body.is_some() || self.waiting.is_some();
+        if busy {
+            // A partial head behind requests still in progress waits on us (reads may be
+            // paused by backpressure), not on the client: its clock starts when we read again.
+            self.head_started = None;
+        }
         let deadline = if let Some(started) = self.head_started {
             cfg.header_read_timeout.map(|t| (started + t, true))
-        } else if self.queue.is_empty() && self.body.is_none() && self.waiting.is_none() {
+        } else if !busy {
             cfg.idle_timeout.map(|t| (self.idle_since + t, false))
         } else {
             None
