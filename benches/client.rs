@@ -19,6 +19,9 @@
 //! phase's wall time. Each figure is the median over the runs, with min–max. The issue's
 //! goal: fibr's CPU per request at most 0.8× hyper-util's.
 
+#[path = "support/skip.rs"]
+mod common_skip;
+
 use bytes::Bytes;
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Empty};
@@ -95,6 +98,9 @@ impl Sample {
 }
 
 fn main() -> ExitCode {
+    if common_skip::skip_unless_benchmarking() {
+        return ExitCode::SUCCESS;
+    }
     match bench() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

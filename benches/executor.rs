@@ -22,6 +22,9 @@
 //! * `ext-submit`: 2 external threads each spawn T short CPU tasks (~200 ns of hashing);
 //!   timed from the start until every task has run.
 
+#[path = "support/skip.rs"]
+mod common_skip;
+
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::Pin;
@@ -422,6 +425,9 @@ fn fmt_ns(x: f64) -> String {
 }
 
 fn main() {
+    if common_skip::skip_unless_benchmarking() {
+        return;
+    }
     let mut quick = false;
     let mut workers: Option<usize> = std::env::var("FIBR_BENCH_WORKERS")
         .ok()

@@ -41,6 +41,9 @@
 //! "other load %" column shows what was left. Servers are killed on every path (and die
 //! with this process).
 
+#[path = "support/skip.rs"]
+mod common_skip;
+
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -176,6 +179,9 @@ impl Idle {
 }
 
 fn main() -> ExitCode {
+    if common_skip::skip_unless_benchmarking() {
+        return ExitCode::SUCCESS;
+    }
     match bench() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -19,6 +19,9 @@
 //! out one-time costs (first-use caches, table growth) that the plain per-connection figure
 //! spreads over all N. Servers are killed, and connections closed, even on error.
 
+#[path = "support/skip.rs"]
+mod common_skip;
+
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -66,6 +69,9 @@ const SERVERS: [Server; 3] = [
 ];
 
 fn main() -> ExitCode {
+    if common_skip::skip_unless_benchmarking() {
+        return ExitCode::SUCCESS;
+    }
     match bench() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

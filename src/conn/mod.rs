@@ -674,6 +674,12 @@ impl Conn {
         self.inner.notify(EV_RESUME);
     }
 
+    /// True while reads are paused for any reason: held by [`Conn::hold_reads`], or
+    /// backpressure (the output queue past its watermark or the engine's budget).
+    pub fn reads_paused(&self) -> bool {
+        self.inner.flag(F_HELD | F_PAUSED)
+    }
+
     /// True if reads are held by [`Conn::hold_reads`].
     pub fn reads_held(&self) -> bool {
         self.inner.flag(F_HELD)

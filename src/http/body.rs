@@ -30,6 +30,8 @@ enum BodyErrorKind {
     Malformed(String),
     /// The body is larger than the server allows.
     TooLarge(u64),
+    /// No body bytes arrived within the server's `body_read_timeout`.
+    TimedOut,
 }
 
 impl BodyError {
@@ -43,6 +45,12 @@ impl BodyError {
             kind: BodyErrorKind::Malformed(why.into()),
         }
     }
+    pub(crate) fn timed_out() -> BodyError {
+        BodyError {
+            kind: BodyErrorKind::TimedOut,
+        }
+    }
+
     pub(crate) fn too_large(limit: u64) -> BodyError {
         BodyError {
             kind: BodyErrorKind::TooLarge(limit),
@@ -62,6 +70,9 @@ impl fmt::Display for BodyError {
                 f.write_str("the connection closed before the request body was complete")
             }
             BodyErrorKind::Malformed(why) => write!(f, "malformed request body: {why}"),
+            BodyErrorKind::TimedOut => {
+                f.write_str("the request body stalled past the server's body_read_timeout")
+            }
             BodyErrorKind::TooLarge(limit) => {
                 write!(f, "request body larger than the limit of {limit} bytes")
             }

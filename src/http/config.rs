@@ -18,6 +18,9 @@ pub struct Config {
     /// Time allowed for a request head to arrive once its first byte has (slowloris); then
     /// 408 and close.
     pub header_read_timeout: Option<Duration>,
+    /// Time allowed between request body bytes (a stalled or trickled body, "R.U.D.Y."):
+    /// the service's body read fails, and the connection closes after its answer.
+    pub body_read_timeout: Option<Duration>,
     /// A keep-alive connection with no request in progress is closed after this long.
     pub idle_timeout: Option<Duration>,
     /// Requests served on one connection before it is closed (`connection: close` on the last).
@@ -43,6 +46,7 @@ impl Default for Config {
             max_uri_len: 8 * 1024,
             max_body_size: None,
             header_read_timeout: Some(Duration::from_secs(30)),
+            body_read_timeout: Some(Duration::from_secs(30)),
             idle_timeout: Some(Duration::from_secs(60)),
             max_requests_per_connection: None,
             body_buffer: 64 * 1024,

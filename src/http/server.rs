@@ -143,6 +143,14 @@ enum Stage<F, B> {
     Canned(Vec<u8>),
 }
 
+/// Which timeout a connection's timer stands for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Deadline {
+    Head,
+    Body,
+    Idle,
+}
+
 /// A request parked until the service is ready.
 struct Waiting {
     req: Request<Incoming>,
@@ -182,6 +190,8 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
     /// Bytes from an upgrade request on, for hyper to take over.
     #[cfg(feature = "hyper")]
     handoff: Option<Vec<u8>>,
+    /// When request body bytes last arrived (for `body_read_timeout`).
+    body_progress: Instant,
     timer: Option<Sleep>,
 }
 
@@ -229,6 +239,7 @@ where
             held_for_pipeline: false,
             head_started: None,
             idle_since: Instant::now(),
+            body_progress: Instant::now(),
             timer: None,
             #[cfg(feature = "hyper")]
             handoff: None,
@@ -538,6 +549,9 @@ where
 
     /// Feeds request body bytes to the service; returns the bytes consumed.
     fn feed_body(&mut self, conn: &Conn, input: &[u8], cfg: &Config) -> usize {
+        if !input.is_empty() {
+            self.body_progress = Instant::now();
+        }
         let Some(body) = self.body.as_mut() else {
             return 0;
         };
@@ -928,25 +942,44 @@ where
     /// Keeps one timer armed for the header-read or idle deadline that applies now.
     fn arm_timer(&mut self, conn: &Conn, cfg: &Config) {
         let busy = !self.queue.is_empty() || self.body.is_some() || self.waiting.is_some();
-        if busy {
+        if busy || conn.reads_paused() {
             // A partial head behind requests still in progress waits on us (reads may be
             // paused by backpressure), not on the client: its clock starts when we read again.
             self.head_started = None;
         }
+        let body_stalls = self
+            .body
+            .as_ref()
+            .is_some_and(|b| !b.sender.awaiting_continue() && !conn.reads_paused());
         let deadline = if let Some(started) = self.head_started {
-            cfg.header_read_timeout.map(|t| (started + t, true))
+            cfg.header_read_timeout
+                .map(|t| (started + t, Deadline::Head))
+        } else if body_stalls {
+            cfg.body_read_timeout
+                .map(|t| (self.body_progress + t, Deadline::Body))
         } else if !busy {
-            cfg.idle_timeout.map(|t| (self.idle_since + t, false))
+            cfg.idle_timeout
+                .map(|t| (self.idle_since + t, Deadline::Idle))
         } else {
             None
         };
-        let Some((at, reading_head)) = deadline else {
+        let Some((at, kind)) = deadline else {
             self.timer = None;
             return;
         };
         if Instant::now() >= at {
             self.timer = None;
-            if reading_head {
+            if kind == Deadline::Body {
+                // The service sees the failure and answers; then the connection closes.
+                tracing::debug!("request body stalled");
+                if let Some(body) = self.body.take() {
+                    body.sender.fail(BodyError::timed_out());
+                }
+                self.closing = true;
+                self.waker.wake_by_ref();
+                return;
+            }
+            if kind == Deadline::Head {
                 tracing::debug!("request head not received in time");
                 self.head_started = None;
                 self.buf = Vec::new();

@@ -86,13 +86,32 @@ impl Ord for Armed {
     }
 }
 
-#[derive(Default)]
+/// Heap size that triggers a sweep of cancelled timers (doubles with the live count).
+const FIRST_SWEEP: usize = 1024;
+
 pub(crate) struct Timers {
     heap: BinaryHeap<Armed>,
+    sweep_at: usize,
+}
+
+impl Default for Timers {
+    fn default() -> Timers {
+        Timers {
+            heap: BinaryHeap::new(),
+            sweep_at: FIRST_SWEEP,
+        }
+    }
 }
 
 impl Timers {
     pub fn add(&mut self, t: Arc<TimerEntry>) {
+        if self.heap.len() >= self.sweep_at {
+            // Cancelled timers behind a live one at the top would otherwise stay until
+            // their deadline (a minute of churn's idle timers): drop them now and then,
+            // amortized O(1) per add.
+            self.heap.retain(|a| !a.0.is_cancelled());
+            self.sweep_at = (self.heap.len() * 2).max(FIRST_SWEEP);
+        }
         self.heap.push(Armed(t));
     }
 
