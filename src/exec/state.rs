@@ -5,9 +5,9 @@
 //! bits, handles them, and clears `SCHEDULED` only if no new bit arrived meanwhile. So at
 //! most one worker runs a task at a time, and no event is lost or handled out of order.
 
-#[cfg(loom)]
+#[cfg(fibr_loom)]
 use loom::sync::atomic::{AtomicU32, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(fibr_loom))]
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Set while the task is queued or running.
@@ -55,7 +55,7 @@ impl SchedState {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(fibr_loom)))]
 mod tests {
     use super::*;
 
@@ -76,7 +76,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, fibr_loom))]
 mod loom_tests {
     use super::SchedState;
     use loom::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -7,12 +7,12 @@
 //! two operations are totally ordered, so either the loop sees the command before it
 //! blocks or the sender wakes it. Wake-ups are coalesced: one per sleep at most.
 
-#[cfg(loom)]
+#[cfg(fibr_loom)]
 use loom::sync::{
     atomic::{AtomicUsize, Ordering},
     Mutex,
 };
-#[cfg(not(loom))]
+#[cfg(not(fibr_loom))]
 use std::sync::{
     atomic::{AtomicUsize, Ordering},
     Mutex,
@@ -76,7 +76,7 @@ impl<T> CommandQueue<T> {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, fibr_loom))]
 mod loom_tests {
     use super::CommandQueue;
     use loom::sync::atomic::{AtomicBool, Ordering};
