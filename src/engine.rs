@@ -168,7 +168,7 @@ impl Engine {
         let backlog = rt.config.listen_backlog;
         let (fd, source, bound, unix_path): (RawFd, Arc<dyn Source>, _, _) = match addr {
             Addr::Tcp(a) => {
-                let fd = socket::tcp_listener(*a, false, backlog)?;
+                let fd = socket::tcp_listener(*a, rt.config.reuse_port, backlog)?;
                 let bound = socket::local_addr(fd.as_raw_fd());
                 (
                     fd.as_raw_fd(),

@@ -38,6 +38,9 @@ pub struct Config {
     pub max_pending_bytes: Option<usize>,
     /// Listen backlog for TCP and Unix listeners.
     pub listen_backlog: i32,
+    /// Set SO_REUSEPORT on TCP listeners, so several processes (prefork) or engines can
+    /// share a port and the kernel spreads connections between them.
+    pub reuse_port: bool,
     /// Set TCP_NODELAY on accepted and dialed TCP connections.
     pub tcp_nodelay: bool,
     /// A UDP peer with no datagram for this long is closed.
@@ -63,6 +66,7 @@ impl Default for Config {
             write_low_watermark: 16 * 1024,
             max_pending_bytes: None,
             listen_backlog: 1024,
+            reuse_port: false,
             tcp_nodelay: true,
             udp_peer_idle_timeout: Duration::from_secs(60),
             udp_max_peers: 65_536,

@@ -1150,3 +1150,35 @@ fn handler_panic_closes_only_that_connection() {
     assert_eq!(closed_with_error.load(Ordering::SeqCst), 3);
     engine.shutdown(Duration::from_secs(1));
 }
+
+/// `Config::reuse_port`: two engines bind the same port, and both serve connections.
+#[test]
+fn reuse_port_lets_two_engines_share_a_port() {
+    let cfg = || Config {
+        reuse_port: true,
+        ..Config::default()
+    };
+    let first = Engine::new(cfg(), [Binding::tcp("127.0.0.1:0", Echo)]).unwrap();
+    let addr = first.binding_addrs(0)[0];
+    let second =
+        Engine::new(cfg(), [Binding::tcp(addr, Echo)]).expect("second bind on the same port");
+    // Without the option the same bind fails.
+    assert!(Engine::new(Config::default(), [Binding::tcp(addr, Echo)]).is_err());
+    for i in 0..20u8 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(&[i]).unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(b[0], i);
+    }
+    first.shutdown(Duration::from_millis(200));
+    // The port still serves through the second engine.
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    s.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"x");
+    second.shutdown(Duration::from_millis(200));
+}
