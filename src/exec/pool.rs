@@ -311,7 +311,11 @@ impl Inner {
             return;
         }
         self.queued.store(st.queue.len(), Ordering::Release);
-        let wake = st.idle.pop();
+        // Wake only when the queue goes from empty to not: if it already held work, a
+        // worker was woken for it (or none was idle), and whoever takes that work wakes
+        // the next one if more remains ("one wake-up per hop"). A burst from one thread
+        // thus costs a wake or two, not one per task.
+        let wake = if before == 0 { st.idle.pop() } else { None };
         drop(st);
         if let Some(w) = wake {
             w.woken.store(true, Ordering::Release);
@@ -357,6 +361,12 @@ impl Inner {
         if let Some(job) = me.next.with(|n| n.take()) {
             st.queue.push_back(job);
             self.queued.store(st.queue.len(), Ordering::Release);
+            if st.queue.len() == 1 {
+                if let Some(w) = st.idle.pop() {
+                    w.woken.store(true, Ordering::Release);
+                    w.thread.unpark();
+                }
+            }
         }
     }
 }
@@ -506,9 +516,19 @@ fn monitor(pool: Weak<Inner>, tick: Duration) {
             .filter(|w| w.replaced.load(Ordering::Acquire))
             .filter_map(|w| w.next.with(|n| n.take()))
             .collect();
+        let was_empty = st.queue.is_empty();
         st.queue.extend(rescued);
         pool.queued.store(st.queue.len(), Ordering::Release);
+        let wake = if was_empty && !st.queue.is_empty() {
+            st.idle.pop()
+        } else {
+            None
+        };
         drop(st);
+        if let Some(w) = wake {
+            w.woken.store(true, Ordering::Release);
+            w.thread.unpark();
+        }
         for _ in 0..stuck {
             if pool.live.load(Ordering::Acquire) >= pool.cfg.max_workers {
                 tracing::warn!(
