@@ -21,6 +21,10 @@
 
 #[path = "support/skip.rs"]
 mod common_skip;
+#[path = "support/os.rs"]
+#[allow(dead_code)] // raise_nofile is for the other benches
+mod os_support;
+use os_support::pin_to;
 
 use bytes::Bytes;
 use http::{Request, Uri};
@@ -539,17 +543,4 @@ fn pick_cpus() -> Result<(usize, usize), String> {
             "need two CPUs (server, client); this process may use {allowed:?}"
         )),
     }
-}
-
-/// Pins the calling thread (and every thread it later starts) to one CPU.
-fn pin_to(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data, filled locally and passed with its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
