@@ -22,9 +22,8 @@
 #[path = "support/skip.rs"]
 mod common_skip;
 #[path = "support/os.rs"]
-#[allow(dead_code)] // raise_nofile is for the other benches
 mod os_support;
-use os_support::pin_to;
+use os_support::{find_server, pin_to};
 
 use bytes::Bytes;
 use http::{Request, Uri};
@@ -32,7 +31,7 @@ use http_body_util::{BodyExt, Empty};
 use std::io::{self, BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
@@ -122,7 +121,7 @@ fn bench() -> Result<(), String> {
     } else {
         (Duration::from_secs(5), 3)
     };
-    which("taskset")?;
+    which_tool("taskset")?;
     let bin = find_server(!args.iter().any(|a| a == "--no-build"))?;
     let server_name = std::env::var("BENCH_SERVER").unwrap_or_else(|_| "fibr".into());
     let (server_cpu, client_cpu) = pick_cpus()?;
@@ -392,50 +391,6 @@ fn usage() -> Usage {
     }
 }
 
-fn which(tool: &str) -> Result<(), String> {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    if found {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{tool}` is not on PATH (taskset is in util-linux)"
-        ))
-    }
-}
-
-/// Builds (unless told not to) and finds the `bench_server` example.
-fn find_server(build: bool) -> Result<PathBuf, String> {
-    if build {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--release", "--example", "bench_server"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .map_err(|e| format!("running cargo build: {e}"))?;
-        if !status.success() {
-            return Err(format!("cargo build of the bench server failed: {status}"));
-        }
-    }
-    let mut candidates = Vec::new();
-    if let Some(release) = std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
-    {
-        candidates.push(release.join("examples"));
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    candidates.push(target.join("release").join("examples"));
-    candidates
-        .into_iter()
-        .map(|d| d.join("bench_server"))
-        .find(|p| p.is_file())
-        .ok_or_else(|| "cannot find the built bench_server example".to_string())
-}
-
 /// The server child (`taskset -c CPU bench_server NAME 0`); killed and reaped when dropped.
 struct RunningServer {
     child: Child,
@@ -543,4 +498,8 @@ fn pick_cpus() -> Result<(usize, usize), String> {
             "need two CPUs (server, client); this process may use {allowed:?}"
         )),
     }
+}
+
+fn which_tool(tool: &str) -> Result<(), String> {
+    os_support::which(tool, "taskset is in util-linux")
 }

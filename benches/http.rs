@@ -199,7 +199,7 @@ fn bench() -> Result<(), String> {
     let quick = args.iter().any(|a| a == "--quick");
     let set = if quick { QUICK } else { FULL };
     for tool in ["wrk", "h2load", "taskset"] {
-        which(tool)?;
+        which_tool(tool)?;
     }
     let bin = find_server(!args.iter().any(|a| a == "--no-build"))?;
     let (server_cpu, client_cpu) = pick_cpus()?;
@@ -905,51 +905,6 @@ fn check_routes(addr: SocketAddr) -> Result<(), String> {
 
 // ---- servers and /proc ----------------------------------------------------------------------
 
-fn which(tool: &str) -> Result<(), String> {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-        .unwrap_or(false);
-    if found {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{tool}` is not on PATH (wrk, h2load from nghttp2-client, taskset from util-linux)"
-        ))
-    }
-}
-
-/// Builds the server in release mode (if `build`); returns its path.
-fn find_server(build: bool) -> Result<PathBuf, String> {
-    if build {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--release", "--example", "bench_server"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .map_err(|e| format!("running cargo build: {e}"))?;
-        if !status.success() {
-            return Err(format!("cargo build of the bench server failed: {status}"));
-        }
-    }
-    // This bench runs from <target>/release/deps; the example is in <target>/release/examples.
-    let mut candidates = Vec::new();
-    if let Some(release) = std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
-    {
-        candidates.push(release.join("examples"));
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    candidates.push(target.join("release").join("examples"));
-    candidates
-        .into_iter()
-        .map(|d| d.join("bench_server"))
-        .find(|p| p.is_file())
-        .ok_or_else(|| "cannot find the built bench_server example".to_string())
-}
-
 /// A server process (`taskset -c CPU bench_server NAME 0`); killed and reaped when dropped.
 struct RunningServer {
     child: Child,
@@ -1197,4 +1152,11 @@ fn pick_cpus() -> Result<(usize, usize), String> {
             "need two CPUs (server, load generator); this process may use {allowed:?}"
         )),
     }
+}
+
+fn which_tool(tool: &str) -> Result<(), String> {
+    os_support::which(
+        tool,
+        "wrk, h2load from nghttp2-client, taskset from util-linux",
+    )
 }

@@ -1,6 +1,10 @@
-//! OS helpers the benchmarks share: CPU pinning and descriptor limits.
+//! OS helpers the benchmarks share: CPU pinning, descriptor limits, finding tools and the
+//! bench server. Each bench includes this file and uses part of it.
+#![allow(dead_code)]
 
 use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Pins the calling thread (and what it later starts) to one CPU.
 pub fn pin_to(cpu: usize) -> io::Result<()> {
@@ -48,4 +52,48 @@ pub fn raise_nofile(need: u64) -> Result<u64, String> {
         ));
     }
     Ok(rl.rlim_cur)
+}
+
+/// Fails with a clear message if `tool` is not on PATH (`hint` says where to get it).
+pub fn which(tool: &str, hint: &str) -> Result<(), String> {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+        .unwrap_or(false);
+    if found {
+        Ok(())
+    } else {
+        Err(format!("`{tool}` is not on PATH ({hint})"))
+    }
+}
+
+/// Builds the server in release mode (if `build`); returns its path.
+pub fn find_server(build: bool) -> Result<PathBuf, String> {
+    if build {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--example", "bench_server"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .map_err(|e| format!("running cargo build: {e}"))?;
+        if !status.success() {
+            return Err(format!("cargo build of the bench server failed: {status}"));
+        }
+    }
+    // This bench runs from <target>/release/deps; the example is in <target>/release/examples.
+    let mut candidates = Vec::new();
+    if let Some(release) = std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
+    {
+        candidates.push(release.join("examples"));
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    candidates.push(target.join("release").join("examples"));
+    candidates
+        .into_iter()
+        .map(|d| d.join("bench_server"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| "cannot find the built bench_server example".to_string())
 }
