@@ -159,9 +159,13 @@ fn check_framing(head: &Head, ctx: &dyn Fn() -> String) {
         Framing::Empty => assert!(!te, "Empty framing with Transfer-Encoding; {}", ctx()),
         Framing::Length(len) => {
             assert!(len > 0 && cl && !te, "Length framing; {}", ctx());
-            let v = head.headers[http::header::CONTENT_LENGTH].as_bytes();
-            let v = std::str::from_utf8(v).unwrap_or("").trim();
-            assert_eq!(v.parse::<u64>().ok(), Some(len), "{}", ctx());
+            // RFC 9110 §8.6: a list of identical values (`4, 4`) is accepted as that value.
+            for value in head.headers.get_all(http::header::CONTENT_LENGTH) {
+                let v = std::str::from_utf8(value.as_bytes()).unwrap_or("");
+                for element in v.split(',') {
+                    assert_eq!(element.trim().parse::<u64>().ok(), Some(len), "{}", ctx());
+                }
+            }
         }
         Framing::Chunked => {
             assert!(te && !cl, "Chunked framing; {}", ctx());
