@@ -2,7 +2,7 @@
 //! thread-local "current runtime" that `spawn`, timers and the I/O types use.
 
 use crate::exec::pool::{Pool, PoolConfig};
-use crate::reactor::{self, Command, Loop};
+use crate::reactor::{self, Loop};
 use crate::sys::{Backend, Poller};
 use std::cell::RefCell;
 use std::io;
@@ -17,7 +17,7 @@ pub struct Config {
     /// The readiness backend. Default: `FIBR_BACKEND` (`epoll` or `portable`) if set, else
     /// the native one (epoll on Linux).
     pub backend: Backend,
-    /// Event loop threads; 0 means one per four cores, at least one.
+    /// Event loops (each with a standby thread); 0 means one per four cores, at least one.
     pub event_loops: usize,
     /// Worker threads kept running; 0 means the available parallelism.
     pub workers: usize,
@@ -145,6 +145,7 @@ impl Runtime {
         }
         let workers = config.workers();
         let rt = Arc::new_cyclic(|weak: &std::sync::Weak<Runtime>| {
+            let driver = Arc::new(reactor::Driver { rt: weak.clone() });
             let weak = weak.clone();
             let pool = Pool::new(PoolConfig {
                 name: config.thread_name.clone(),
@@ -161,6 +162,7 @@ impl Runtime {
                     work();
                     CURRENT.with(|c| *c.borrow_mut() = None);
                 })),
+                driver: Some(driver),
             });
             Runtime {
                 #[cfg(feature = "tokio")]
@@ -183,7 +185,7 @@ impl Runtime {
             threads.push(
                 thread::Builder::new()
                     .name(format!("{}-loop-{}", rt.config.thread_name, lp.index))
-                    .spawn(move || reactor::run_loop(rt2, lp2))?,
+                    .spawn(move || reactor::standby(rt2, lp2))?,
             );
         }
         *rt.loop_threads.lock().unwrap() = threads;
@@ -249,10 +251,11 @@ impl Runtime {
             return;
         }
         for lp in self.loops.iter() {
-            lp.send(Command::Stop);
+            lp.stop();
         }
         let me = thread::current().id();
         for t in self.loop_threads.lock().unwrap().drain(..) {
+            t.thread().unpark();
             if t.thread().id() != me {
                 let _ = t.join();
             }

@@ -11,6 +11,13 @@
 //! sees more queued wakes at most one more. So a burst ramps up worker by worker ("one
 //! wake-up per hop"), and the warmest (most recently parked) worker wakes first.
 //!
+//! Waiting for readiness: an idle worker first tries to drive a free event loop (the
+//! reactor implements [`Drive`]), waiting in the poller itself rather than parking, and
+//! runs what the turn readied. Under load the worker that finishes a round thus picks up
+//! the next readiness with no thread switch; a submission that finds no parked worker
+//! interrupts a driving one. A busy worker also takes a non-blocking turn every
+//! [`TURN_EVERY`] tasks, so readiness is not starved while the queue never empties.
+//!
 //! Blocking: a monitor thread watches each worker's task counter. A worker that stays in
 //! one task longer than the blocking threshold is marked replaced and a new worker starts
 //! (up to `max_workers`), and its next slot is moved to the shared queue. Extra workers
@@ -33,6 +40,19 @@ pub(crate) type Job = Arc<dyn Runnable>;
 /// How many times in a row a worker runs its next slot before it looks at the shared queue.
 const NEXT_SLOT_BUDGET: u32 = 8;
 
+/// A busy worker takes a non-blocking turn of a loop after this many tasks in a row.
+const TURN_EVERY: u32 = 61;
+
+/// Event loops that idle workers may drive (implemented by the reactor).
+pub(crate) trait Drive: Send + Sync + 'static {
+    /// Drives one event loop no one else is driving for a turn, waiting up to `max_wait`
+    /// for readiness (`worker` picks which loop to try first). The tasks it readies are
+    /// scheduled on this thread, into an open batch. False if no loop was free.
+    fn turn(&self, worker: usize, max_wait: Option<Duration>) -> bool;
+    /// Makes every turn blocked in a wait return soon.
+    fn interrupt(&self);
+}
+
 /// Runs a worker's whole life (the closure) inside contexts the owner sets up.
 pub(crate) type WorkerWrap = dyn Fn(&mut dyn FnMut()) + Send + Sync;
 
@@ -44,6 +64,8 @@ pub(crate) struct PoolConfig {
     pub idle_timeout: Duration,
     /// Run on each worker thread before it takes work (enters contexts).
     pub around: Option<Arc<WorkerWrap>>,
+    /// The event loops idle workers drive, if any.
+    pub driver: Option<Arc<dyn Drive>>,
 }
 
 #[derive(Clone)]
@@ -56,6 +78,10 @@ struct Inner {
     state: Mutex<Shared>,
     /// Mirrors `state.queue.len()` so the hot path can skip the lock when it is empty.
     queued: AtomicUsize,
+    /// Workers blocked (or about to block) in a loop's wait. With `queued` this forms a
+    /// Dekker pair (both SeqCst): a submitter that finds no parked worker sees either a
+    /// driving worker to interrupt, or the worker sees the queued task before it waits.
+    driving: AtomicUsize,
     live: AtomicUsize,
     /// Workers stuck in a task that a replacement was started for (counted in `live`).
     stuck: AtomicUsize,
@@ -73,6 +99,7 @@ struct Shared {
 
 /// A worker's shared face: how to wake it and how the monitor sees it.
 struct Worker {
+    id: usize,
     thread: Thread,
     /// Set by whoever pops this worker off the idle stack, before unparking it.
     woken: AtomicBool,
@@ -139,6 +166,7 @@ impl Pool {
                 all: Vec::new(),
             }),
             queued: AtomicUsize::new(0),
+            driving: AtomicUsize::new(0),
             live: AtomicUsize::new(0),
             stuck: AtomicUsize::new(0),
             shutdown: AtomicBool::new(false),
@@ -190,13 +218,6 @@ impl Pool {
         self.inner.submit(std::iter::once(job))
     }
 
-    /// Submits many tasks under one lock and with at most one wake-up.
-    pub fn submit_batch(&self, jobs: &mut Vec<Job>) {
-        if !jobs.is_empty() {
-            self.inner.submit(jobs.drain(..))
-        }
-    }
-
     /// Number of worker threads alive now (replacements included).
     pub fn live_workers(&self) -> usize {
         self.inner.live.load(Ordering::Acquire)
@@ -213,6 +234,9 @@ impl Pool {
         }
         for w in st.all.iter() {
             w.thread.unpark();
+        }
+        if let Some(driver) = &self.inner.cfg.driver {
+            driver.interrupt();
         }
         while self.inner.live.load(Ordering::Acquire) > 0 {
             let now = Instant::now();
@@ -245,29 +269,42 @@ pub(crate) fn schedule_local(job: Job) {
     })
 }
 
-/// Runs `f` with wake-ups on this thread collected into one batch submitted at the end.
-pub(crate) fn batched<R>(pool: &Pool, f: impl FnOnce() -> R) -> R {
-    let spare = SPARE_BATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
-    BATCH.with(|b| *b.borrow_mut() = Some((Arc::as_ptr(&pool.inner), spare)));
-    let r = f();
-    let mut jobs = BATCH
-        .with(|b| b.borrow_mut().take())
-        .map(|(_, j)| j)
-        .unwrap_or_default();
-    pool.submit_batch(&mut jobs);
-    // Emptied by the submission; its capacity serves the next batch.
-    SPARE_BATCH.with(|s| *s.borrow_mut() = jobs);
-    r
+/// Runs `f` with wake-ups on this thread collected into one batch submitted at the end;
+/// also returns how many tasks that batch held.
+pub(crate) fn batched<R>(pool: &Pool, f: impl FnOnce() -> R) -> (R, usize) {
+    pool.inner.batched(f)
+}
+
+/// How many tasks the batch open on this thread holds so far.
+pub(crate) fn batch_len() -> usize {
+    BATCH.with(|b| b.borrow().as_ref().map_or(0, |(_, jobs)| jobs.len()))
 }
 
 impl Inner {
+    fn batched<R>(&self, f: impl FnOnce() -> R) -> (R, usize) {
+        let spare = SPARE_BATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        let outer = BATCH.with(|b| b.borrow_mut().replace((self as *const Inner, spare)));
+        let r = f();
+        let mut jobs = BATCH
+            .with(|b| std::mem::replace(&mut *b.borrow_mut(), outer))
+            .map(|(_, j)| j)
+            .unwrap_or_default();
+        let n = jobs.len();
+        if n > 0 {
+            self.submit(jobs.drain(..));
+        }
+        // Emptied by the submission; its capacity serves the next batch.
+        SPARE_BATCH.with(|s| *s.borrow_mut() = jobs);
+        (r, n)
+    }
+
     fn start_worker(this: &Arc<Inner>) {
         let id = this.next_id.fetch_add(1, Ordering::Relaxed);
         this.live.fetch_add(1, Ordering::AcqRel);
         let pool = this.clone();
         let spawned = thread::Builder::new()
             .name(format!("{}-worker-{id}", this.cfg.name))
-            .spawn(move || worker_main(pool));
+            .spawn(move || worker_main(pool, id));
         if let Err(e) = spawned {
             this.live.fetch_sub(1, Ordering::AcqRel);
             tracing::error!(error = %e, "could not start a worker thread");
@@ -310,16 +347,24 @@ impl Inner {
         if added == 0 {
             return;
         }
-        self.queued.store(st.queue.len(), Ordering::Release);
+        self.queued.store(st.queue.len(), Ordering::SeqCst);
         // Wake only when the queue goes from empty to not: if it already held work, a
         // worker was woken for it (or none was idle), and whoever takes that work wakes
         // the next one if more remains ("one wake-up per hop"). A burst from one thread
         // thus costs a wake or two, not one per task.
         let wake = if before == 0 { st.idle.pop() } else { None };
         drop(st);
-        if let Some(w) = wake {
-            w.woken.store(true, Ordering::Release);
-            w.thread.unpark();
+        match wake {
+            Some(w) => {
+                w.woken.store(true, Ordering::Release);
+                w.thread.unpark();
+            }
+            None if before == 0 && self.driving.load(Ordering::SeqCst) > 0 => {
+                if let Some(driver) = &self.cfg.driver {
+                    driver.interrupt();
+                }
+            }
+            None => {}
         }
     }
 
@@ -371,8 +416,9 @@ impl Inner {
     }
 }
 
-fn worker_main(pool: Arc<Inner>) {
+fn worker_main(pool: Arc<Inner>, id: usize) {
     let me = Arc::new(Worker {
+        id,
         thread: thread::current(),
         woken: AtomicBool::new(false),
         seq: AtomicU64::new(0),
@@ -403,6 +449,7 @@ fn worker_main(pool: Arc<Inner>) {
 /// Runs tasks until shutdown (returns false) or until this worker retires as an extra
 /// (returns true, having already given up its place in `live`).
 fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) -> bool {
+    let mut since_turn = 0;
     loop {
         let job = take_next(me).or_else(|| pool.pop());
         if let Some(job) = job {
@@ -419,45 +466,89 @@ fn worker_loop(pool: &Arc<Inner>, me: &Arc<Worker>) -> bool {
                     return true;
                 }
             }
+            since_turn += 1;
+            if since_turn >= TURN_EVERY {
+                since_turn = 0;
+                if let Some(driver) = &pool.cfg.driver {
+                    pool.batched(|| driver.turn(me.id, Some(Duration::ZERO)));
+                }
+            }
             continue;
         }
+        since_turn = 0;
+        if let Some(retired) = idle(pool, me) {
+            return retired;
+        }
+    }
+}
+
+/// Waits for work: in a free event loop's wait, else parked. Returns when there may be work
+/// (None), or Some(false) on shutdown, or Some(true) when this extra worker retired.
+fn idle(pool: &Arc<Inner>, me: &Arc<Worker>) -> Option<bool> {
+    let mut idle_since = Instant::now();
+    loop {
         if pool.shutdown.load(Ordering::Acquire) {
-            return false;
+            return Some(false);
+        }
+        let mut waited = idle_since.elapsed();
+        if waited >= pool.cfg.idle_timeout {
+            let mut st = pool.state.lock().unwrap();
+            if st.queue.is_empty() && pool.try_retire() {
+                st.idle.retain(|w| !Arc::ptr_eq(w, me));
+                return Some(true);
+            }
+            // A core worker: keep waiting, checking again a timeout later.
+            idle_since = Instant::now();
+            waited = Duration::ZERO;
+        }
+        let max_wait = pool
+            .cfg
+            .idle_timeout
+            .saturating_sub(waited)
+            .max(Duration::from_millis(1));
+        if let Some(driver) = &pool.cfg.driver {
+            pool.driving.fetch_add(1, Ordering::SeqCst);
+            let drove = pool.queued.load(Ordering::SeqCst) == 0
+                && me.next.with(|n| n.is_none())
+                && pool.batched(|| driver.turn(me.id, Some(max_wait))).0;
+            pool.driving.fetch_sub(1, Ordering::SeqCst);
+            if drove {
+                // Whatever the turn readied is queued now (or came from elsewhere).
+                if pool.queued.load(Ordering::Acquire) > 0 || me.next.with(|n| n.is_some()) {
+                    return None;
+                }
+                continue;
+            }
         }
         // Park: register as idle under the queue's lock unless work arrived meanwhile.
         {
             let mut st = pool.state.lock().unwrap();
             if !st.queue.is_empty() || me.next.with(|n| n.is_some()) {
-                continue;
+                return None;
             }
             me.woken.store(false, Ordering::Release);
             st.idle.push(me.clone());
         }
-        let mut parked_at = Instant::now();
-        loop {
+        let parked_at = Instant::now();
+        while !me.woken.load(Ordering::Acquire) {
             if pool.shutdown.load(Ordering::Acquire) {
-                return false;
+                return Some(false);
             }
-            if me.woken.load(Ordering::Acquire) {
+            let left = max_wait.saturating_sub(parked_at.elapsed());
+            if left.is_zero() {
+                // Time to check for retirement; leave the idle stack first, unless woken.
+                let mut st = pool.state.lock().unwrap();
+                if me.woken.load(Ordering::Acquire) {
+                    break;
+                }
+                st.idle.retain(|w| !Arc::ptr_eq(w, me));
+                drop(st);
                 break;
             }
-            let mut waited = parked_at.elapsed();
-            if waited >= pool.cfg.idle_timeout {
-                let mut st = pool.state.lock().unwrap();
-                if !me.woken.load(Ordering::Acquire) && pool.try_retire() {
-                    st.idle.retain(|w| !Arc::ptr_eq(w, me));
-                    return true;
-                }
-                // A core worker: keep waiting, checking again a timeout later.
-                parked_at = Instant::now();
-                waited = Duration::ZERO;
-            }
-            thread::park_timeout(
-                pool.cfg
-                    .idle_timeout
-                    .saturating_sub(waited)
-                    .max(Duration::from_millis(1)),
-            );
+            thread::park_timeout(left);
+        }
+        if me.woken.load(Ordering::Acquire) {
+            return None;
         }
     }
 }

@@ -1,15 +1,21 @@
 //! Event loops: wait for readiness, accept, register and close descriptors, run timers.
 //!
-//! Only a loop's own thread calls its poller's register/deregister and waits on it; other
-//! threads send it [`Command`]s and wake it through the poller's notifier. A loop never
-//! runs user code: readiness becomes scheduled tasks, submitted to the worker pool as one
-//! batch per wait.
+//! A loop's state (its sources, timers and the right to wait on its poller) sits behind a
+//! lock, and whoever holds it *drives* the loop for a turn: run queued [`Command`]s, wait
+//! for readiness, dispatch it. The driver is usually an idle worker (see
+//! `exec::pool::Driver`): the worker that finishes a round goes on to wait for the next
+//! readiness itself, so a busy server moves from one request to the next without a thread
+//! switch, as a tokio worker polling its own driver does. The loop's own thread is the
+//! standby: it drives only when no worker has for a while (all of them busy) and at
+//! startup, and it tells the sources when the loop stops. Other threads send commands and
+//! wake the driver through the poller's notifier. A turn never runs user code: readiness
+//! becomes scheduled tasks, which reach the worker pool as one batch per turn.
 
 mod commands;
 mod slab;
 pub(crate) mod timer;
 
-use crate::exec::pool::batched;
+use crate::exec::pool::{batch_len, batched};
 use crate::runtime::Runtime;
 use crate::sys::{Event, Interest, Poller};
 use commands::CommandQueue;
@@ -17,8 +23,8 @@ use slab::Slab;
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 pub(crate) use timer::TimerEntry;
@@ -26,7 +32,8 @@ use timer::Timers;
 
 /// Something registered with a loop that wants to hear about readiness.
 pub(crate) trait Source: Send + Sync + 'static {
-    /// Readiness arrived. Runs on the loop thread: never block, never run user code here.
+    /// Readiness arrived. Runs on the thread driving the loop: never block, never run user
+    /// code here.
     fn ready(&self, ev: Event, ctx: &mut ReadyCtx<'_>);
     /// The loop assigned this source its token (before any event can arrive).
     fn registered(&self, _token: u64) {}
@@ -82,7 +89,6 @@ pub(crate) enum Command {
     /// Abort every registered source (the shutdown deadline passed).
     AbortAll,
     Timer(Arc<TimerEntry>),
-    Stop,
 }
 
 /// A loop's shared face.
@@ -93,7 +99,18 @@ pub(crate) struct Loop {
     /// When the current wait ends on its own, as nanoseconds since `epoch` (MAX: never).
     wakes_at: AtomicU64,
     epoch: Instant,
+    /// Held by whoever drives the loop for a turn.
+    state: Mutex<LoopState>,
+    /// Counts turns, so the standby thread can tell whether anyone drives the loop.
+    turns: AtomicU64,
+    stopping: AtomicBool,
 }
+
+/// How long the standby thread first sleeps between looks at its loop, and at most (it
+/// doubles the nap while someone else drives). Only a loop nobody drove between two looks
+/// needs it: every worker is then busy, so what it would dispatch would wait for a worker
+/// anyway, and workers also take quick turns between tasks.
+const STANDBY_NAP: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(64));
 
 impl Loop {
     pub fn new(index: usize, poller: Poller) -> Loop {
@@ -103,6 +120,17 @@ impl Loop {
             commands: CommandQueue::new(),
             wakes_at: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
+            state: Mutex::new(LoopState {
+                slab: Slab::new(),
+                tokens: HashMap::new(),
+                timers: Timers::default(),
+                events: Vec::with_capacity(1024),
+                register: Vec::new(),
+                retry: Vec::new(),
+                wake: Vec::new(),
+            }),
+            turns: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
         }
     }
 
@@ -136,48 +164,134 @@ impl Loop {
     }
 }
 
-/// The loop thread's body: runs until a `Stop` command.
-pub(crate) fn run_loop(rt: Arc<Runtime>, lp: Arc<Loop>) {
-    let mut state = LoopState {
-        slab: Slab::new(),
-        tokens: HashMap::new(),
-        timers: Timers::default(),
-        events: Vec::with_capacity(1024),
-        register: Vec::new(),
-        retry: Vec::new(),
-        wake: Vec::new(),
-    };
-    let _ctx = crate::runtime::enter(&rt);
-    loop {
-        if !state.run_commands(&lp) {
-            break;
-        }
+impl Loop {
+    /// One turn: run queued commands, wait for readiness (at most `max_wait`, less if a
+    /// timer is due sooner), dispatch it. Tasks it wakes go wherever the caller collects
+    /// them (an open batch).
+    fn turn(self: &Arc<Self>, rt: &Arc<Runtime>, st: &mut LoopState, max_wait: Option<Duration>) {
+        st.run_commands(self);
         let now = Instant::now();
-        let mut timeout = state
+        let mut timeout = st
             .timers
             .next_deadline()
             .map(|d| d.saturating_duration_since(now));
-        if let Some(first) = state.retry.iter().map(|r| r.0).min() {
+        if let Some(first) = st.retry.iter().map(|r| r.0).min() {
             let t = first.saturating_duration_since(now);
             timeout = Some(timeout.map_or(t, |x| x.min(t)));
         }
-        lp.wakes_at.store(
-            timeout.map_or(u64::MAX, |t| lp.nanos(now + t)),
+        self.wakes_at.store(
+            timeout.map_or(u64::MAX, |t| self.nanos(now + t)),
             Ordering::SeqCst,
         );
-        if lp.commands.about_to_sleep() {
+        if let Some(cap) = max_wait {
+            timeout = Some(timeout.map_or(cap, |t| t.min(cap)));
+        }
+        // Pending commands, or tasks the commands just readied, must not wait.
+        if self.commands.about_to_sleep() || batch_len() > 0 {
             timeout = Some(Duration::ZERO);
         }
-        let waited = lp.poller.wait(&mut state.events, timeout);
-        lp.commands.awake();
+        let waited = self.poller.wait(&mut st.events, timeout);
+        self.commands.awake();
         if let Err(e) = waited {
             tracing::error!(error = %e, "event loop wait failed");
             std::thread::sleep(Duration::from_millis(10));
         }
-        batched(&rt.pool, || state.dispatch(&rt, &lp));
+        st.dispatch(rt, self);
+        self.turns.fetch_add(1, Ordering::Relaxed);
     }
-    for source in state.slab.drain() {
+
+    /// Drives one turn if no one else is; what became ready is scheduled on `rt`'s pool.
+    /// Returns false if the loop is busy or stopping. Called by idle workers.
+    pub(crate) fn try_turn(
+        self: &Arc<Self>,
+        rt: &Arc<Runtime>,
+        max_wait: Option<Duration>,
+    ) -> bool {
+        let Some(mut st) = self.try_lock_state() else {
+            return false;
+        };
+        if self.stopping.load(Ordering::Acquire) {
+            return false;
+        }
+        self.turn(rt, &mut st, max_wait);
+        true
+    }
+
+    /// The loop's state, unless another thread is driving. A panic during a turn (a bug)
+    /// does not retire the loop: its state is still consistent between dispatches.
+    fn try_lock_state(&self) -> Option<std::sync::MutexGuard<'_, LoopState>> {
+        match self.state.try_lock() {
+            Ok(st) => Some(st),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Asks the loop to stop: its standby thread takes the state, tells the sources, exits.
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        let _ = self.poller.notify();
+    }
+}
+
+/// The loop's own thread: drives the loop when no one else does, and ends it on stop.
+pub(crate) fn standby(rt: Arc<Runtime>, lp: Arc<Loop>) {
+    let _ctx = crate::runtime::enter(&rt);
+    let mut nap = STANDBY_NAP.0;
+    let mut seen = u64::MAX;
+    while !lp.stopping.load(Ordering::Acquire) {
+        let turns = lp.turns.load(Ordering::Relaxed);
+        let mut drove = false;
+        if turns == seen {
+            if let Some(mut st) = lp.try_lock_state() {
+                // Nobody drove since the last look: drive until a turn hands work to the
+                // pool (the worker that takes it drives next) or the loop stops.
+                drove = true;
+                while !lp.stopping.load(Ordering::Acquire) {
+                    let (_, jobs) = batched(&rt.pool, || lp.turn(&rt, &mut st, None));
+                    if jobs > 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        nap = if drove {
+            STANDBY_NAP.0
+        } else {
+            (nap * 2).min(STANDBY_NAP.1)
+        };
+        seen = lp.turns.load(Ordering::Relaxed);
+        std::thread::park_timeout(nap);
+    }
+    let mut st = lp.state.lock().unwrap_or_else(|e| e.into_inner());
+    st.run_commands(&lp);
+    for source in st.slab.drain() {
         source.loop_stopped();
+    }
+}
+
+/// Lets the pool's idle workers drive the runtime's loops.
+pub(crate) struct Driver {
+    pub rt: Weak<Runtime>,
+}
+
+impl crate::exec::pool::Drive for Driver {
+    fn turn(&self, worker: usize, max_wait: Option<Duration>) -> bool {
+        let Some(rt) = self.rt.upgrade() else {
+            return false;
+        };
+        let n = rt.loops.len();
+        (0..n).any(|i| rt.loops[(worker + i) % n].try_turn(&rt, max_wait))
+    }
+
+    fn interrupt(&self) {
+        if let Some(rt) = self.rt.upgrade() {
+            // Unconditional: the worker may be just about to wait. The notification
+            // stays pending until some turn consumes it, so it cannot be lost.
+            for lp in rt.loops.iter() {
+                let _ = lp.poller.notify();
+            }
+        }
     }
 }
 
@@ -193,11 +307,9 @@ struct LoopState {
 }
 
 impl LoopState {
-    /// Runs queued commands; false on `Stop`.
-    fn run_commands(&mut self, lp: &Loop) -> bool {
-        let cmds = lp.commands.take();
-        let mut go_on = true;
-        for cmd in cmds {
+    /// Runs queued commands.
+    fn run_commands(&mut self, lp: &Loop) {
+        for cmd in lp.commands.take() {
             match cmd {
                 Command::Register(fd, source) => self.register(lp, fd, source),
                 Command::Close(token, fd) => {
@@ -219,10 +331,8 @@ impl LoopState {
                     }
                 }
                 Command::Timer(t) => self.timers.add(t),
-                Command::Stop => go_on = false,
             }
         }
-        go_on
     }
 
     fn register(&mut self, lp: &Loop, fd: RawFd, source: Arc<dyn Source>) {

@@ -13,12 +13,14 @@ const MAX_EVENTS: usize = 1024;
 pub(crate) struct Poller {
     epfd: OwnedFd,
     eventfd: OwnedFd,
-    /// Only the owning loop thread calls `wait`, so only it touches this buffer.
+    /// Only the thread driving the owning loop (holding its state lock) calls `wait`, so
+    /// only one thread at a time touches this buffer.
     buf: UnsafeCell<Vec<libc::epoll_event>>,
 }
 
-// SAFETY: `buf` is only used by `wait`, which only the one loop thread that owns this poller
-// calls; every other method goes through thread-safe syscalls on the descriptors.
+// SAFETY: `buf` is only used by `wait`, which only the thread holding the owning loop's state
+// lock calls (one at a time); every other method goes through thread-safe syscalls on the
+// descriptors.
 unsafe impl Sync for Poller {}
 
 impl Poller {
@@ -70,7 +72,8 @@ impl Poller {
     }
 
     pub fn wait(&self, out: &mut Vec<Event>, timeout: Option<Duration>) -> io::Result<()> {
-        // SAFETY: only the owning loop thread calls `wait` (see the `Sync` impl).
+        // SAFETY: only the holder of the owning loop's state lock calls `wait` (see the
+        // `Sync` impl).
         let buf = unsafe { &mut *self.buf.get() };
         // SAFETY: the buffer has room for MAX_EVENTS entries; the kernel writes at most that.
         let n = unsafe {
