@@ -37,8 +37,22 @@ use tower_service::Service;
 const MAX_TRAILER_BYTES: usize = 16 * 1024;
 
 thread_local! {
-    /// Per-thread scratch for encoding a round's output before the one send.
-    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Per-thread buffer a round's responses are encoded into before the one send.
+    static ROUND_OUTPUT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs one round of a connection's HTTP work with an empty output buffer, which the round
+/// sends before it ends (`ConnState::drive`). The buffer is taken out of the thread-local
+/// (not borrowed), so even a nested round could never see another connection's bytes.
+fn with_round_output<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut out = ROUND_OUTPUT.with(|o| o.take());
+    out.clear();
+    let r = f(&mut out);
+    if out.capacity() <= 256 * 1024 {
+        out.clear();
+        ROUND_OUTPUT.with(|o| o.replace(out));
+    }
+    r
 }
 
 /// Serves a tower service (or a make-service) over HTTP/1.1 as a fibr connection handler.
@@ -141,6 +155,37 @@ enum Stage<F, B> {
     },
     /// A canned response (errors the server answers itself).
     Canned(Vec<u8>),
+}
+
+/// Polls a service call once: the stage it is in afterwards. A failure or a panic becomes
+/// a 500 (a failed call also ends the connection: `keep_alive` is cleared).
+fn poll_call<F, B, E>(
+    mut fut: Pin<Box<F>>,
+    cx: &mut Context<'_>,
+    version: Version,
+    keep_alive: &mut bool,
+) -> Stage<F, B>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    E: Into<BoxError>,
+{
+    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+        Ok(Poll::Pending) => Stage::Calling(fut),
+        Ok(Poll::Ready(Ok(resp))) => Stage::Ready(resp),
+        Ok(Poll::Ready(Err(e))) => {
+            tracing::error!(error = %e.into(), "the service returned an error");
+            *keep_alive = false;
+            Stage::Canned(error_response(StatusCode::INTERNAL_SERVER_ERROR, version))
+        }
+        Err(_) => {
+            tracing::error!("a request handler panicked");
+            Stage::Canned(error_response_with(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                version,
+                *keep_alive,
+            ))
+        }
+    }
 }
 
 /// Which timeout a connection's timer stands for.
@@ -250,12 +295,18 @@ where
 
     fn on_data(&self, conn: &Conn, data: &[u8]) {
         let upgrade = with_state::<S, B, _>(conn, |st| {
-            st.input(conn, data, &self.shared);
-            if st.wants_handoff() {
-                return true;
-            }
-            st.drive(conn, &self.shared);
-            false
+            with_round_output(|out| {
+                st.input(conn, data, &self.shared, out);
+                if st.wants_handoff() {
+                    // Responses to the requests before the upgrade go first.
+                    if !out.is_empty() {
+                        let _ = conn.send(out);
+                    }
+                    return true;
+                }
+                st.drive(conn, &self.shared, out);
+                false
+            })
         });
         #[cfg(feature = "hyper")]
         if upgrade == Some(true) {
@@ -274,16 +325,20 @@ where
             if self.shared.draining.load(Ordering::Acquire) && !st.closing {
                 st.closing = true;
             }
-            if !st.buf.is_empty() && !conn.reads_held() {
-                let buf = std::mem::take(&mut st.buf);
-                st.input(conn, &buf, &self.shared);
-            }
-            st.drive(conn, &self.shared);
+            with_round_output(|out| {
+                if !st.buf.is_empty() && !conn.reads_held() {
+                    let buf = std::mem::take(&mut st.buf);
+                    st.input(conn, &buf, &self.shared, out);
+                }
+                st.drive(conn, &self.shared, out);
+            })
         });
     }
 
     fn on_drained(&self, conn: &Conn) {
-        with_state::<S, B, _>(conn, |st| st.drive(conn, &self.shared));
+        with_state::<S, B, _>(conn, |st| {
+            with_round_output(|out| st.drive(conn, &self.shared, out))
+        });
     }
 
     fn on_eof(&self, conn: &Conn) {
@@ -293,7 +348,7 @@ where
             if let Some(body) = st.body.take() {
                 body.sender.fail(BodyError::incomplete());
             }
-            st.drive(conn, &self.shared);
+            with_round_output(|out| st.drive(conn, &self.shared, out));
         });
     }
 
@@ -332,17 +387,18 @@ where
         false
     }
 
-    /// Takes bytes from the socket: keeps what cannot be used now.
-    fn input<M>(&mut self, conn: &Conn, data: &[u8], shared: &Shared<M>) {
+    /// Takes bytes from the socket: keeps what cannot be used now. Responses ready at once
+    /// are encoded into `out`.
+    fn input<M>(&mut self, conn: &Conn, data: &[u8], shared: &Shared<M>, out: &mut Vec<u8>) {
         if self.buf.is_empty() {
-            let used = self.process(conn, data, shared);
+            let used = self.process(conn, data, shared, out);
             if used < data.len() {
                 self.buf.extend_from_slice(&data[used..]);
             }
         } else {
             let mut buf = std::mem::take(&mut self.buf);
             buf.extend_from_slice(data);
-            let used = self.process(conn, &buf, shared);
+            let used = self.process(conn, &buf, shared, out);
             buf.drain(..used);
             self.buf = buf;
         }
@@ -352,7 +408,13 @@ where
     }
 
     /// Parses requests and feeds bodies from `input`; returns the bytes consumed.
-    fn process<M>(&mut self, conn: &Conn, input: &[u8], shared: &Shared<M>) -> usize {
+    fn process<M>(
+        &mut self,
+        conn: &Conn,
+        input: &[u8],
+        shared: &Shared<M>,
+        out: &mut Vec<u8>,
+    ) -> usize {
         let cfg = &shared.config;
         let mut pos = 0;
         loop {
@@ -403,13 +465,13 @@ where
                         return input.len();
                     }
                     pos += used;
-                    self.start_request(conn, head, cfg);
+                    self.start_request(conn, head, cfg, out);
                 }
             }
         }
     }
 
-    fn start_request(&mut self, conn: &Conn, head: RequestHead, cfg: &Config) {
+    fn start_request(&mut self, conn: &Conn, head: RequestHead, cfg: &Config, out: &mut Vec<u8>) {
         let RequestHead {
             method,
             uri,
@@ -477,6 +539,16 @@ where
             self.closing = true;
         }
         self.call(req, head_only, version, keep_alive);
+        if self.queue.len() == 1 && self.body.is_none() {
+            // Most handlers answer in their first poll: a response at the front of the
+            // queue is encoded now, so the request's and response's memory is freed
+            // before the next pipelined request is parsed (not all held at once). Not
+            // while the request's body is still to come: a bad body changes the answer.
+            let waker = self.waker.clone();
+            if self.write_ready(conn, &mut Context::from_waker(&waker), out, cfg) {
+                self.closing = true;
+            }
+        }
     }
 
     /// Calls the service if it is ready, else parks the request until it is.
@@ -485,7 +557,7 @@ where
         req: Request<Incoming>,
         head_only: bool,
         version: Version,
-        keep_alive: bool,
+        mut keep_alive: bool,
     ) {
         let mut cx = Context::from_waker(&self.waker);
         let ready = catch_unwind(AssertUnwindSafe(|| self.svc.poll_ready(&mut cx)));
@@ -501,7 +573,7 @@ where
             }
             Ok(Poll::Ready(Ok(()))) => {
                 match catch_unwind(AssertUnwindSafe(|| self.svc.call(req))) {
-                    Ok(fut) => Stage::Calling(Box::pin(fut)),
+                    Ok(fut) => poll_call(Box::pin(fut), &mut cx, version, &mut keep_alive),
                     Err(_) => {
                         tracing::error!("the service panicked while being called");
                         Stage::Canned(error_response_with(
@@ -629,8 +701,9 @@ where
         }
     }
 
-    /// Polls what can make progress and writes every response that is ready, in order.
-    fn drive<M>(&mut self, conn: &Conn, shared: &Shared<M>) {
+    /// Polls what can make progress and sends every response that is ready, in order,
+    /// together with what the round already encoded into `out`.
+    fn drive<M>(&mut self, conn: &Conn, shared: &Shared<M>, out: &mut Vec<u8>) {
         let cfg = &shared.config;
         if let Some(waiting) = self.waiting.take() {
             let Waiting {
@@ -645,43 +718,22 @@ where
         let mut cx = Context::from_waker(&waker);
         // Let every pending call make progress, even those whose turn has not come.
         for ex in self.queue.iter_mut() {
-            if let Stage::Calling(fut) = &mut ex.stage {
-                match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
-                    Ok(Poll::Pending) => {}
-                    Ok(Poll::Ready(Ok(resp))) => ex.stage = Stage::Ready(resp),
-                    Ok(Poll::Ready(Err(e))) => {
-                        tracing::error!(error = %e.into(), "the service returned an error");
-                        ex.keep_alive = false;
-                        ex.stage = Stage::Canned(error_response(
-                            StatusCode::INTERNAL_SERVER_ERROR,
-                            ex.version,
-                        ));
-                    }
-                    Err(_) => {
-                        tracing::error!("a request handler panicked");
-                        ex.stage = Stage::Canned(error_response_with(
-                            StatusCode::INTERNAL_SERVER_ERROR,
-                            ex.version,
-                            ex.keep_alive,
-                        ));
-                    }
-                }
+            if let Stage::Calling(_) = &ex.stage {
+                let Stage::Calling(fut) =
+                    std::mem::replace(&mut ex.stage, Stage::Canned(Vec::new()))
+                else {
+                    unreachable!()
+                };
+                ex.stage = poll_call(fut, &mut cx, ex.version, &mut ex.keep_alive);
             }
         }
-        SCRATCH.with(|scratch| {
-            let mut out = scratch.borrow_mut();
+        if self.write_ready(conn, &mut cx, out, cfg) {
+            self.closing = true;
+        }
+        if !out.is_empty() {
+            let _ = conn.send(out);
             out.clear();
-            let close = self.write_ready(conn, &mut cx, &mut out, cfg);
-            if !out.is_empty() {
-                let _ = conn.send(&out);
-            }
-            if out.capacity() > 256 * 1024 {
-                *out = Vec::new();
-            }
-            if close {
-                self.closing = true;
-            }
-        });
+        }
         if self.queue.is_empty() && self.queue.capacity() > 0 {
             // An idle keep-alive connection keeps no exchange buffer.
             self.queue = VecDeque::new();
@@ -983,15 +1035,10 @@ where
                 tracing::debug!("request head not received in time");
                 self.head_started = None;
                 self.buf = Vec::new();
-                SCRATCH.with(|s| {
-                    let mut out = s.borrow_mut();
-                    out.clear();
-                    out.extend_from_slice(&error_response(
-                        StatusCode::REQUEST_TIMEOUT,
-                        Version::HTTP_11,
-                    ));
-                    let _ = conn.send(&out);
-                });
+                let _ = conn.send(&error_response(
+                    StatusCode::REQUEST_TIMEOUT,
+                    Version::HTTP_11,
+                ));
             }
             self.closing = true;
             conn.close();
