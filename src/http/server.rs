@@ -11,6 +11,7 @@ use super::body::{BodyError, BodySender, Incoming};
 use super::config::Config;
 use super::file::FileBody;
 use super::h1::chunked::{ChunkedDecoder, Decoded};
+use super::h1::date::{http_date, DATE_LEN};
 use super::h1::encode::{self, ResponseFraming};
 use super::h1::parse::{self, BodyFraming, Limits, RequestHead};
 use super::service::{BoxError, ConnInfo, MakeService};
@@ -20,7 +21,7 @@ use bytes::{Buf, Bytes};
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::Body;
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
@@ -33,12 +34,44 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 use tower_service::Service;
 
+/// Responses with a Content-Length up to this are written without checking how much output
+/// the connection has queued.
+const SMALL_BODY: u64 = 16 * 1024;
+
 /// Most trailer bytes accepted at the end of a chunked request body.
 const MAX_TRAILER_BYTES: usize = 16 * 1024;
 
 thread_local! {
     /// Per-thread buffer a round's responses are encoded into before the one send.
     static ROUND_OUTPUT: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// The round's clock and Date header, each read at most once per round (a round
+    /// lasts microseconds; pipelined responses share them).
+    static ROUND_CLOCK: Cell<Option<Instant>> = const { Cell::new(None) };
+    static ROUND_DATE: Cell<Option<[u8; DATE_LEN]>> = const { Cell::new(None) };
+}
+
+/// Now, as of this round (see `ROUND_CLOCK`).
+fn round_now() -> Instant {
+    ROUND_CLOCK.with(|c| match c.get() {
+        Some(t) => t,
+        None => {
+            let t = Instant::now();
+            c.set(Some(t));
+            t
+        }
+    })
+}
+
+/// The Date header value, as of this round.
+fn round_date() -> [u8; DATE_LEN] {
+    ROUND_DATE.with(|c| match c.get() {
+        Some(d) => d,
+        None => {
+            let d = http_date();
+            c.set(Some(d));
+            d
+        }
+    })
 }
 
 /// Runs one round of a connection's HTTP work with an empty output buffer, which the round
@@ -47,6 +80,8 @@ thread_local! {
 fn with_round_output<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
     let mut out = ROUND_OUTPUT.with(|o| o.take());
     out.clear();
+    ROUND_CLOCK.with(|c| c.set(None));
+    ROUND_DATE.with(|c| c.set(None));
     let r = f(&mut out);
     if out.capacity() <= 256 * 1024 {
         out.clear();
@@ -442,7 +477,7 @@ where
             match parse::parse_request_head(&input[pos..], &shared.limits) {
                 Ok(None) => {
                     if self.head_started.is_none() {
-                        self.head_started = Some(Instant::now());
+                        self.head_started = Some(round_now());
                     }
                     return pos;
                 }
@@ -622,7 +657,7 @@ where
     /// Feeds request body bytes to the service; returns the bytes consumed.
     fn feed_body(&mut self, conn: &Conn, input: &[u8], cfg: &Config) -> usize {
         if !input.is_empty() {
-            self.body_progress = Instant::now();
+            self.body_progress = round_now();
         }
         let Some(body) = self.body.as_mut() else {
             return 0;
@@ -810,7 +845,7 @@ where
                     out.extend_from_slice(&bytes);
                     let keep = ex.keep_alive;
                     self.queue.pop_front();
-                    self.idle_since = Instant::now();
+                    self.idle_since = round_now();
                     if !keep {
                         return true;
                     }
@@ -856,7 +891,7 @@ where
                         && !last_before_close
                         && !encode::response_wants_close(&parts.headers);
                     ex.keep_alive = keep_alive;
-                    let date = super::h1::date::http_date();
+                    let date = round_date();
                     encode::encode_head(
                         ex.version,
                         parts.status,
@@ -868,7 +903,7 @@ where
                     );
                     if matches!(framing, ResponseFraming::Empty) {
                         self.queue.pop_front();
-                        self.idle_since = Instant::now();
+                        self.idle_since = round_now();
                         if !keep_alive {
                             return true;
                         }
@@ -888,7 +923,7 @@ where
                             return true;
                         }
                         self.queue.pop_front();
-                        self.idle_since = Instant::now();
+                        self.idle_since = round_now();
                         if !keep_alive {
                             return true;
                         }
@@ -909,8 +944,11 @@ where
                     framing,
                     mut left,
                 } => {
+                    // A body of small known length is bounded anyway: skip the output check
+                    // (it takes the connection's lock) and write it whole.
+                    let small = matches!(framing, ResponseFraming::Length(_)) && left <= SMALL_BODY;
                     let finished = loop {
-                        if out.len() + conn.queued_bytes() >= cfg.response_buffer {
+                        if !small && out.len() + conn.queued_bytes() >= cfg.response_buffer {
                             // Let the socket drain first; on_drained comes back here.
                             if out.len() >= cfg.response_buffer {
                                 let _ = conn.send(out);
@@ -973,7 +1011,7 @@ where
                         Ok(true) => {
                             let keep = ex.keep_alive;
                             self.queue.pop_front();
-                            self.idle_since = Instant::now();
+                            self.idle_since = round_now();
                             if !keep {
                                 return true;
                             }
@@ -1019,7 +1057,7 @@ where
             self.timer = None;
             return;
         };
-        if Instant::now() >= at {
+        if round_now() >= at {
             self.timer = None;
             if kind == Deadline::Body {
                 // The service sees the failure and answers; then the connection closes.
@@ -1118,7 +1156,7 @@ fn error_response_with(status: StatusCode, version: Version, keep_alive: bool) -
     );
     let body = status.canonical_reason().unwrap_or("error").as_bytes();
     let mut out = Vec::with_capacity(128 + body.len());
-    let date = super::h1::date::http_date();
+    let date = http_date();
     encode::encode_head(
         version,
         status,
