@@ -43,6 +43,12 @@ pub struct Config {
     pub reuse_port: bool,
     /// Set TCP_NODELAY on accepted and dialed TCP connections.
     pub tcp_nodelay: bool,
+    /// A stream closed gracefully shuts its write side, then reads and drops what the peer
+    /// still sends for up to this long before closing, so a reset cannot destroy the last
+    /// response before the client reads it. `None` closes at once.
+    pub linger_timeout: Option<Duration>,
+    /// Most bytes read and dropped while lingering; past this the connection closes.
+    pub linger_max_bytes: usize,
     /// A UDP peer with no datagram for this long is closed.
     pub udp_peer_idle_timeout: Duration,
     /// Most UDP peers tracked per socket; datagrams from further peers are dropped.
@@ -68,6 +74,8 @@ impl Default for Config {
             listen_backlog: 1024,
             reuse_port: false,
             tcp_nodelay: true,
+            linger_timeout: Some(Duration::from_secs(1)),
+            linger_max_bytes: 1024 * 1024,
             udp_peer_idle_timeout: Duration::from_secs(60),
             udp_max_peers: 65_536,
             thread_name: "fibr".into(),

@@ -6,6 +6,7 @@
 //! take waits in the connection's queue for writability; past the high watermark, reads
 //! pause until the queue drains to the low one. Buffers are borrowed for the round only.
 
+mod linger;
 mod output;
 pub(crate) mod udp;
 
@@ -124,6 +125,8 @@ struct Io {
     open: bool,
     in_round: bool,
     out: Output,
+    /// Set while the connection closes gracefully (boxed: rare, and idle conns stay small).
+    linger: Option<Box<linger::Linger>>,
 }
 
 /// A connection handle: cheap to clone, usable from any thread.
@@ -175,12 +178,19 @@ impl ConnInner {
                 open: true,
                 in_round: false,
                 out: Output::default(),
+                linger: None,
             }),
             peer,
             local,
             context: Mutex::new(None),
             udp: udp.map(Box::new),
         })
+    }
+
+    /// The user data slot. A panic in a callback that held it (caught, closing the
+    /// connection) leaves the slot usable: the data is dropped on close either way.
+    fn context(&self) -> std::sync::MutexGuard<'_, Option<Box<dyn Any + Send + Sync>>> {
+        self.context.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     #[inline]
@@ -250,6 +260,12 @@ impl ConnInner {
         if ev & EV_ABORT != 0 {
             let e = io::Error::new(io::ErrorKind::ConnectionAborted, "the engine shut down");
             return self.close_now(&conn, Some(e));
+        }
+        if let Some(done) = self.linger_round() {
+            if done {
+                self.close_now(&conn, None);
+            }
+            return;
         }
         let handler = self.handler.lock().unwrap().clone();
         let mut err = None;
@@ -387,6 +403,12 @@ impl ConnInner {
         }
         if queued == 0 {
             if self.flag(F_CLOSING) {
+                if self.start_linger(&mut io) {
+                    drop(io);
+                    self.lp
+                        .rearm(self.fd, self.token.load(Ordering::Acquire), Interest::READ);
+                    return;
+                }
                 drop(io);
                 return self.close_now(conn, None);
             }
@@ -413,6 +435,43 @@ impl ConnInner {
         if drained {
             self.call(conn, "on_drained", || handler.on_drained(conn));
         }
+    }
+
+    /// Starts a lingering close (see `linger`), unless the peer already finished sending
+    /// or the connection is not a stream. True if it is lingering now.
+    fn start_linger(self: &Arc<Self>, io: &mut Io) -> bool {
+        let Some(timeout) = self.rt.config.linger_timeout else {
+            return false;
+        };
+        if self.kind == Kind::Udp || self.flag(F_EOF | F_CONNECTING) || io.fd.is_none() {
+            return false;
+        }
+        let waker = Waker::from(Arc::new(ConnWaker(self.clone())));
+        match linger::Linger::start(self.fd, timeout, &waker) {
+            Ok(l) => {
+                io.linger = Some(Box::new(l));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// A round of a lingering connection: None if it is not lingering, else whether it
+    /// is time to close.
+    fn linger_round(&self) -> Option<bool> {
+        let mut io = self.io.lock().unwrap();
+        let l = io.linger.as_mut()?;
+        let close = match l.round(self.fd, self.rt.config.linger_max_bytes) {
+            linger::Outcome::Close => true,
+            linger::Outcome::Wait => false,
+        };
+        io.in_round = false;
+        drop(io);
+        if !close {
+            self.lp
+                .rearm(self.fd, self.token.load(Ordering::Acquire), Interest::READ);
+        }
+        Some(close)
     }
 
     /// True when the queued output is past the high watermark or the engine-wide budget.
@@ -459,6 +518,8 @@ impl ConnInner {
             }
             io.open = false;
             io.in_round = false;
+            // Cancels the linger timer, whose waker holds this connection.
+            io.linger = None;
             let before = io.out.queued();
             io.out.clear();
             self.account(before, 0);
@@ -476,7 +537,12 @@ impl ConnInner {
         if let Some(link) = &self.udp {
             link.forget();
         }
-        *self.context.lock().unwrap() = None;
+        // The user data may run user code when dropped (a response body): a panic there
+        // must not take the worker with it.
+        let context = self.context().take();
+        if catch_unwind(AssertUnwindSafe(|| drop(context))).is_err() {
+            tracing::error!("dropping a connection's context panicked");
+        }
         self.rt.conn_closed();
     }
 
@@ -742,19 +808,19 @@ impl Conn {
 
     /// Stores per-connection user data, replacing what was there.
     pub fn set_context<T: Any + Send + Sync>(&self, value: T) {
-        *self.inner.context.lock().unwrap() = Some(Box::new(value));
+        *self.inner.context() = Some(Box::new(value));
     }
 
     /// Runs `f` on the per-connection user data of type `T` (None if absent or of
     /// another type).
     pub fn with_context<T: Any + Send + Sync, R>(&self, f: impl FnOnce(Option<&mut T>) -> R) -> R {
-        let mut ctx = self.inner.context.lock().unwrap();
+        let mut ctx = self.inner.context();
         f(ctx.as_mut().and_then(|b| b.downcast_mut::<T>()))
     }
 
     /// Removes and returns the user data if it is a `T`.
     pub fn take_context<T: Any + Send + Sync>(&self) -> Option<T> {
-        let mut ctx = self.inner.context.lock().unwrap();
+        let mut ctx = self.inner.context();
         match ctx.take()?.downcast::<T>() {
             Ok(b) => Some(*b),
             Err(other) => {

@@ -1,0 +1,74 @@
+//! Lingering close: how a stream connection closes after its last response.
+//!
+//! Closing a socket whose receive queue still holds data makes the kernel send a reset,
+//! and a reset can destroy the response the client has not read yet (a 413 to a client
+//! still sending its body, the answer before a pipelined request we will not serve). So a
+//! graceful close first shuts our side (a FIN after the output), then reads and drops
+//! what the peer still sends until its own FIN, a byte bound or a deadline
+//! (`Config::linger_timeout`, `Config::linger_max_bytes`), and only then closes.
+
+use crate::buf::PooledBuf;
+use crate::sys::socket;
+use crate::time::Sleep;
+use std::future::Future;
+use std::io;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+/// A lingering close in progress.
+pub(super) struct Linger {
+    deadline: Sleep,
+    discarded: usize,
+}
+
+/// What became of a lingering connection after reading what was there.
+pub(super) enum Outcome {
+    /// Keep waiting for the peer's FIN.
+    Wait,
+    /// Close now: the peer finished, failed, sent too much, or the deadline passed.
+    Close,
+}
+
+impl Linger {
+    /// Shuts the write side (the output is already flushed) and starts the clock; `waker`
+    /// runs the connection's round when the deadline passes.
+    pub fn start(fd: RawFd, timeout: Duration, waker: &Waker) -> io::Result<Linger> {
+        socket::shutdown_write(fd)?;
+        let mut deadline = crate::time::sleep_until(Instant::now() + timeout);
+        // Registers the timer; it cannot be due yet unless the timeout is zero.
+        if Pin::new(&mut deadline)
+            .poll(&mut Context::from_waker(waker))
+            .is_ready()
+        {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        Ok(Linger {
+            deadline,
+            discarded: 0,
+        })
+    }
+
+    /// Reads and drops what the peer sent, up to `max_bytes` in all.
+    pub fn round(&mut self, fd: RawFd, max_bytes: usize) -> Outcome {
+        if self.deadline.is_elapsed() {
+            return Outcome::Close;
+        }
+        let mut buf = PooledBuf::take(16 * 1024);
+        loop {
+            match socket::read(fd, &mut buf) {
+                Ok(0) => return Outcome::Close,
+                Ok(n) => {
+                    self.discarded += n;
+                    if self.discarded > max_bytes {
+                        return Outcome::Close;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Wait,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Outcome::Close,
+            }
+        }
+    }
+}
