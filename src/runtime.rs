@@ -43,6 +43,9 @@ pub struct Config {
     pub reuse_port: bool,
     /// Set TCP_NODELAY on accepted and dialed TCP connections.
     pub tcp_nodelay: bool,
+    /// A connection whose queued output makes no progress for this long (the peer stopped
+    /// reading) is closed. `None` waits forever.
+    pub write_timeout: Option<Duration>,
     /// A stream closed gracefully shuts its write side, then reads and drops what the peer
     /// still sends for up to this long before closing, so a reset cannot destroy the last
     /// response before the client reads it. `None` closes at once.
@@ -74,6 +77,7 @@ impl Default for Config {
             listen_backlog: 1024,
             reuse_port: false,
             tcp_nodelay: true,
+            write_timeout: Some(Duration::from_secs(60)),
             linger_timeout: Some(Duration::from_secs(1)),
             linger_max_bytes: 1024 * 1024,
             udp_peer_idle_timeout: Duration::from_secs(60),

@@ -1268,3 +1268,56 @@ fn lingering_is_bounded_by_bytes_and_time() {
         server.engine.connections() == 0
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Write timeout.
+
+/// Sends 16 MiB as soon as the connection opens.
+struct Flood;
+
+impl Handler for Flood {
+    fn on_open(&self, conn: &Conn) {
+        let _ = conn.send(&pattern_vec(0, 16 * MIB));
+    }
+    fn on_data(&self, _conn: &Conn, _data: &[u8]) {}
+}
+
+#[test]
+fn a_peer_that_stops_reading_is_closed_after_the_write_timeout() {
+    let _serial = serial();
+    let timeout = Duration::from_millis(500);
+    let server = Server::start(
+        Config {
+            write_timeout: Some(timeout),
+            ..flow_config()
+        },
+        Flood,
+    );
+    // Never reads: closed about `timeout` after the socket buffers filled.
+    let silent = server.connect();
+    // Reads everything, in 64 KiB reads with pauses: progress, so never cut off.
+    let mut reader = server.connect();
+    wait_until("both open", IO_TIMEOUT, || server.engine.connections() == 2);
+    let t0 = Instant::now();
+    let reading = thread::spawn(move || {
+        let mut got = Vec::with_capacity(16 * MIB);
+        let mut b = vec![0u8; 64 * KIB];
+        while got.len() < 16 * MIB {
+            match reader.read(&mut b) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&b[..n]),
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+        got
+    });
+    wait_until("the silent peer closed", IO_TIMEOUT, || {
+        server.engine.connections() <= 1
+    });
+    let took = t0.elapsed();
+    assert!(took >= timeout, "closed after {took:?}, before the timeout");
+    let got = reading.join().unwrap();
+    assert_eq!(got.len(), 16 * MIB, "the reader got everything");
+    check_pattern("flood", &got, 0);
+    drop(silent);
+}

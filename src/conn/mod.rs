@@ -8,6 +8,7 @@
 
 mod linger;
 mod output;
+mod stall;
 pub(crate) mod udp;
 
 use crate::buf::PooledBuf;
@@ -127,6 +128,8 @@ struct Io {
     out: Output,
     /// Set while the connection closes gracefully (boxed: rare, and idle conns stay small).
     linger: Option<Box<linger::Linger>>,
+    /// Set while output is queued (for `Config::write_timeout`).
+    stall: Option<Box<stall::Stall>>,
 }
 
 /// A connection handle: cheap to clone, usable from any thread.
@@ -179,6 +182,7 @@ impl ConnInner {
                 in_round: false,
                 out: Output::default(),
                 linger: None,
+                stall: None,
             }),
             peer,
             local,
@@ -266,6 +270,10 @@ impl ConnInner {
                 self.close_now(&conn, None);
             }
             return;
+        }
+        if ev & EV_WAKE != 0 && self.write_stalled() {
+            let e = io::Error::new(io::ErrorKind::TimedOut, "the peer stopped reading");
+            return self.close_now(&conn, Some(e));
         }
         let handler = self.handler.lock().unwrap().clone();
         let mut err = None;
@@ -384,6 +392,7 @@ impl ConnInner {
             drop(io);
             return self.close_now(conn, Some(e));
         }
+        self.watch_stall(&mut io, queued < before);
         let mut drained = false;
         let over_budget = cfg
             .max_pending_bytes
@@ -435,6 +444,35 @@ impl ConnInner {
         if drained {
             self.call(conn, "on_drained", || handler.on_drained(conn));
         }
+    }
+
+    /// Keeps the write timeout's clock: armed while output is queued, restarted by progress.
+    fn watch_stall(self: &Arc<Self>, io: &mut Io, progressed: bool) {
+        let Some(timeout) = self.rt.config.write_timeout else {
+            return;
+        };
+        if io.out.queued() == 0 {
+            io.stall = None;
+        } else if let Some(stall) = io.stall.as_mut() {
+            if progressed {
+                stall.progressed();
+            }
+        } else {
+            let waker = Waker::from(Arc::new(ConnWaker(self.clone())));
+            io.stall = Some(Box::new(stall::Stall::start(timeout, &waker)));
+        }
+    }
+
+    /// True if queued output made no progress for `Config::write_timeout`.
+    fn write_stalled(self: &Arc<Self>) -> bool {
+        let Some(timeout) = self.rt.config.write_timeout else {
+            return false;
+        };
+        let mut io = self.io.lock().unwrap();
+        let Some(stall) = io.stall.as_mut() else {
+            return false;
+        };
+        stall.expired(timeout, || Waker::from(Arc::new(ConnWaker(self.clone()))))
     }
 
     /// Starts a lingering close (see `linger`), unless the peer already finished sending
@@ -518,8 +556,9 @@ impl ConnInner {
             }
             io.open = false;
             io.in_round = false;
-            // Cancels the linger timer, whose waker holds this connection.
+            // Cancels the timers, whose wakers hold this connection.
             io.linger = None;
+            io.stall = None;
             let before = io.out.queued();
             io.out.clear();
             self.account(before, 0);
