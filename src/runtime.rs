@@ -273,6 +273,10 @@ impl Runtime {
             }
         }
         self.pool.shutdown(deadline);
+        // What the workers sent the loops while stopping (closes, mostly).
+        for lp in self.loops.iter() {
+            lp.finish();
+        }
     }
 }
 

@@ -120,15 +120,7 @@ impl Loop {
             commands: CommandQueue::new(),
             wakes_at: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
-            state: Mutex::new(LoopState {
-                slab: Slab::new(),
-                tokens: HashMap::new(),
-                timers: Timers::default(),
-                events: Vec::with_capacity(1024),
-                register: Vec::new(),
-                retry: Vec::new(),
-                wake: Vec::new(),
-            }),
+            state: Mutex::new(LoopState::new()),
             turns: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
         }
@@ -227,6 +219,22 @@ impl Loop {
         }
     }
 
+    /// Ends a stopped loop: runs the commands still queued (closing their descriptors),
+    /// tells the sources, and drops all state. The state lives in the `Loop`, which the
+    /// runtime owns, so what it holds (sources, timers' wakers: each holding the runtime)
+    /// must go now or never. Called again after the workers stop, for their last commands.
+    pub(crate) fn finish(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.run_commands(self);
+        for source in st.slab.drain() {
+            source.loop_stopped();
+        }
+        let old = std::mem::replace(&mut *st, LoopState::new());
+        drop(st);
+        // Outside the lock: dropping wakers and sources may run user code.
+        drop(old);
+    }
+
     /// Asks the loop to stop: its standby thread takes the state, tells the sources, exits.
     pub(crate) fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
@@ -263,11 +271,7 @@ pub(crate) fn standby(rt: Arc<Runtime>, lp: Arc<Loop>) {
         seen = lp.turns.load(Ordering::Relaxed);
         std::thread::park_timeout(nap);
     }
-    let mut st = lp.state.lock().unwrap_or_else(|e| e.into_inner());
-    st.run_commands(&lp);
-    for source in st.slab.drain() {
-        source.loop_stopped();
-    }
+    lp.finish();
 }
 
 /// Lets the pool's idle workers drive the runtime's loops.
@@ -307,6 +311,18 @@ struct LoopState {
 }
 
 impl LoopState {
+    fn new() -> LoopState {
+        LoopState {
+            slab: Slab::new(),
+            tokens: HashMap::new(),
+            timers: Timers::default(),
+            events: Vec::with_capacity(1024),
+            register: Vec::new(),
+            retry: Vec::new(),
+            wake: Vec::new(),
+        }
+    }
+
     /// Runs queued commands.
     fn run_commands(&mut self, lp: &Loop) {
         for cmd in lp.commands.take() {
