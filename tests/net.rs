@@ -213,6 +213,64 @@ fn tcp_listener_from_std() {
 }
 
 #[test]
+fn names_resolve_off_the_worker_and_every_address_form_works() {
+    bounded(LIMIT, || {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = std_listener.local_addr().unwrap().port();
+        fibr::run(async move {
+            let listener = TcpListener::from_std(std_listener).unwrap();
+            let accepted = fibr::spawn(async move {
+                for _ in 0..5 {
+                    listener.accept().await?;
+                }
+                io::Result::Ok(())
+            });
+            let name = format!("localhost:{port}");
+            // A host name (resolved on a resolver thread), a string literal, a (host, port)
+            // pair, an (ip, port) pair and a socket address.
+            step("name", TcpStream::connect(name.as_str()))
+                .await
+                .unwrap();
+            step("String", TcpStream::connect(format!("127.0.0.1:{port}")))
+                .await
+                .unwrap();
+            step("(host, port)", TcpStream::connect(("localhost", port)))
+                .await
+                .unwrap();
+            let ip: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+            step("(ip, port)", TcpStream::connect((ip, port)))
+                .await
+                .unwrap();
+            let sa = std::net::SocketAddr::new(ip, port);
+            step("SocketAddr", TcpStream::connect(&sa)).await.unwrap();
+            step("accepted", accepted).await.unwrap().unwrap();
+
+            let found: Vec<_> = step("lookup_host", fibr::net::lookup_host(name.as_str()))
+                .await
+                .unwrap()
+                .collect();
+            assert!(
+                found
+                    .iter()
+                    .all(|a| a.port() == port && a.ip().is_loopback()),
+                "{found:?}"
+            );
+            assert!(!found.is_empty());
+            // Errors are errors, not hangs: no port, a name that cannot exist.
+            assert!(step("no port", fibr::net::lookup_host("localhost"))
+                .await
+                .is_err());
+            assert!(step(
+                "bad name",
+                fibr::net::lookup_host("no-such-host.invalid:80")
+            )
+            .await
+            .is_err());
+        });
+    });
+}
+
+#[test]
 fn connect_to_a_closed_port_is_refused_not_a_hang() {
     bounded(LIMIT, || {
         // A port that was just free: bind, note it, close.

@@ -6,13 +6,13 @@
 use super::error::{Error, ErrorKind};
 use crate::net::{TcpStream, UnixStream};
 use http::Uri;
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::io::{self, IoSlice};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// The scheme of URIs naming a Unix socket: `http+unix://<hex of the path>/path?query`.
 pub const UNIX_SCHEME: &str = "http+unix";
@@ -171,57 +171,11 @@ fn unix_path(dst: &Uri) -> Result<PathBuf, Error> {
     Ok(PathBuf::from(std::ffi::OsString::from_vec(out)))
 }
 
-/// Resolves `host` on a short-lived OS thread (never on an event loop or worker): IP
-/// literals skip it.
+/// Resolves `host` off the calling thread (IP literals in place): see `fibr::net`.
 pub(crate) async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Error> {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    if let Ok(ip) = bare.parse::<IpAddr>() {
-        return Ok(vec![SocketAddr::new(ip, port)]);
-    }
-    struct Slot {
-        result: Option<io::Result<Vec<SocketAddr>>>,
-        waker: Option<Waker>,
-    }
-    let slot = Arc::new(Mutex::new(Slot {
-        result: None,
-        waker: None,
-    }));
-    let (name, s2) = (bare.to_owned(), slot.clone());
-    std::thread::Builder::new()
-        .name("fibr-dns".into())
-        .spawn(move || {
-            let r = (name.as_str(), port)
-                .to_socket_addrs()
-                .map(|it| it.collect::<Vec<_>>());
-            let mut s = s2.lock().unwrap();
-            s.result = Some(r);
-            if let Some(w) = s.waker.take() {
-                w.wake();
-            }
-        })
-        .map_err(|e| Error::new(ErrorKind::Dns, e))?;
-    let r = poll_fn(|cx| {
-        let mut s = slot.lock().unwrap();
-        match s.result.take() {
-            Some(r) => Poll::Ready(r),
-            None => {
-                s.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
-    })
-    .await;
-    match r {
-        Ok(addrs) if !addrs.is_empty() => Ok(addrs),
-        Ok(_) => Err(Error::new(
-            ErrorKind::Dns,
-            format!("{bare:?} resolved to no address"),
-        )),
-        Err(e) => Err(Error::new(
-            ErrorKind::Dns,
-            format!("resolving {bare:?}: {e}"),
-        )),
-    }
+    crate::net::resolve((host, port))
+        .await
+        .map_err(|e| Error::new(ErrorKind::Dns, format!("resolving {host:?}: {e}")))
 }
 
 /// The stream of [`HttpConnector`]: TCP or Unix.

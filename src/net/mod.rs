@@ -4,26 +4,18 @@
 #[cfg(any(feature = "hyper", feature = "tokio"))]
 mod compat;
 mod registration;
+mod resolve;
 
 use crate::sys::socket;
 use registration::{Direction, Registration};
+pub(crate) use resolve::resolve;
+pub use resolve::{lookup_host, ToSocketAddrs};
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::task::{Context, Poll};
-
-fn resolve_all(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
-    let addrs: Vec<SocketAddr> = addr.to_socket_addrs()?.collect();
-    if addrs.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "address resolved to nothing",
-        ));
-    }
-    Ok(addrs)
-}
 
 /// Tries `f` on each address in turn, returning the first success or the last error.
 fn first_ok<T>(
@@ -146,7 +138,7 @@ pub struct TcpListener {
 impl TcpListener {
     /// Binds to `addr` (the first resolved address that binds).
     pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
-        let addrs = resolve_all(addr)?;
+        let addrs = resolve(addr).await?;
         let backlog = crate::runtime::Runtime::current().config.listen_backlog;
         let fd = first_ok(addrs, |a| socket::tcp_listener(a, false, backlog))?;
         Ok(TcpListener {
@@ -215,7 +207,7 @@ impl TcpStream {
     /// Connects to `addr`, trying each resolved address in turn.
     pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
         let mut last = None;
-        for a in resolve_all(addr)? {
+        for a in resolve(addr).await? {
             match TcpStream::connect_one(a).await {
                 Ok(s) => return Ok(s),
                 Err(e) => last = Some(e),
@@ -372,7 +364,7 @@ pub struct UdpSocket {
 impl UdpSocket {
     /// Binds to `addr`.
     pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
-        let fd = first_ok(resolve_all(addr)?, socket::udp_socket)?;
+        let fd = first_ok(resolve(addr).await?, socket::udp_socket)?;
         Ok(UdpSocket {
             reg: Registration::new(fd)?,
         })
@@ -388,7 +380,7 @@ impl UdpSocket {
 
     /// Sets the default peer for `send`/`recv` and filters other senders.
     pub async fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
-        let addr = resolve_all(addr)?[0];
+        let addr = resolve(addr).await?[0];
         // SAFETY: borrowed for the call and handed back without closing.
         let s = unsafe { std::net::UdpSocket::from_raw_fd(self.reg.fd()) };
         let r = s.connect(addr);
@@ -397,7 +389,7 @@ impl UdpSocket {
     }
 
     pub async fn send_to(&self, buf: &[u8], target: impl ToSocketAddrs) -> io::Result<usize> {
-        let to = resolve_all(target)?[0];
+        let to = resolve(target).await?[0];
         poll_fn(|cx| {
             self.reg.poll_io(cx, Direction::Write, |fd| {
                 socket::send_to(fd, buf, Some(to))
