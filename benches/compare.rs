@@ -1,0 +1,548 @@
+//! fibr against the servers users would pick instead, under the same load, on the same
+//! machine, with a report: `cargo bench --bench compare`.
+//!
+//! ```sh
+//! cargo bench --bench compare                      # 5 s phases, 3 runs, 10,000 idle connections
+//! cargo bench --bench compare -- --quick           # 1 s phases, 1 run, 1,000 idle connections
+//! cargo bench --bench compare -- --only pipelined  # one scenario: plain echo pipelined churn idle
+//! cargo bench --bench compare -- --servers fibr,axum,floor   # a subset of the servers
+//! cargo bench --bench compare -- --update-readme   # then rewrite README.md's section
+//! cargo bench --bench compare -- --from-json --update-readme # report the last results again
+//!                                                  # (with --quick etc.: the partial ones)
+//! ```
+//!
+//! Servers, each serving `GET /` → `hello`, `POST /echo` → the body, `GET /json`:
+//!
+//! - **fibr**: `examples/bench_server.rs fibr`, the axum `Router` on `fibr::serve` (one
+//!   event loop, `BENCH_WORKERS` workers);
+//! - **axum::serve**: `examples/bench_server.rs axum`, the same `Router` on hyper + tokio (a
+//!   multi-thread runtime with `BENCH_WORKERS` workers);
+//! - **hyper**: `benches/peers` `hyper_plain`, hyper 1's `http1` connections on the same
+//!   runtime, routes matched by hand (axum's routing cost, separated);
+//! - **actix-web**: `benches/peers` `actix`, actix-web 4 with `BENCH_WORKERS` workers;
+//! - **floor**: `benches/peers` `floor`, a single-threaded edge-triggered epoll loop that
+//!   answers every request head with one fixed response. Not a server: the least CPU a
+//!   request can cost here, the limit fibr's CPU per request is measured against. (It does
+//!   not echo: POST /echo gets the fixed `hello` too.)
+//!
+//! `BENCH_WORKERS` defaults to 1: the same worker count for all. Each server runs pinned to
+//! the first CPU this process may use (`taskset -c`); the load generator, and this process,
+//! to the second.
+//!
+//! Scenarios, each on a freshly started server, after a warm-up with the same load:
+//!
+//! - **plain**: `wrk -t1 -c100 --latency` GET / (keep-alive, one request in flight per
+//!   connection);
+//! - **echo**: the same with a Lua script: POST /echo with a 1 KiB body;
+//! - **pipelined**: `h2load --h1 -c100 -m16 -D` GET / (16 requests in flight per
+//!   connection, HTTP/1.1 pipelining); p99 from h2load's per-request log;
+//! - **churn**: `ab -c50 -t` GET / without `-k`: HTTP/1.0 without keep-alive, one new TCP
+//!   connection per request (checked: the kernel's `ActiveOpens` counter must grow by at
+//!   least the requests completed);
+//! - **idle**: 10,000 keep-alive connections opened by this process, one GET / each with its
+//!   response read; the server's RSS per connection above the empty server (which has
+//!   answered one request).
+//!
+//! Figures: requests/s (the load generator's count over its measuring time), **server CPU
+//! time per request** (utime + stime from `/proc/PID/stat`, all threads, over the tool's run,
+//! divided by the requests completed: the robust figure when the load generator, on the
+//! other core, is the bottleneck), p99 latency, the server's and the load generator's CPU %
+//! (100 % = one core), peak RSS (VmHWM) and, for idle, RSS. Each scenario runs `runs` times
+//! (servers rotated within a run); the report gives the median with min–max, and ratios to
+//! axum::serve. A phase during which other processes took more than 20 % of either CPU is
+//! run once more on a fresh server, and the quieter attempt kept; the "other load" row shows
+//! what was left.
+//!
+//! Output: a Markdown table on stdout, `benches/results/compare.json` and `compare.svg`
+//! (`compare-partial.*` for `--quick`, `--only` or `--servers` runs, so a smoke run does not
+//! replace the full results), and with `--update-readme` README.md's text between
+//! `<!-- compare:begin -->` and `<!-- compare:end -->`.
+//!
+//! The bench builds what it runs (`cargo build --release --example bench_server` and
+//! `cargo build --release -p fibr-bench-peers`) unless given `--no-build`. It needs `wrk`,
+//! `h2load` (apt package nghttp2-client), `ab` (apache2-utils) and `taskset` (util-linux).
+//! Servers are killed on every path, and die with this process.
+
+#[path = "support/skip.rs"]
+mod common_skip;
+#[path = "support/os.rs"]
+mod os_support;
+
+#[path = "compare/idle.rs"]
+mod idle;
+#[path = "compare/load.rs"]
+mod load;
+#[path = "compare/proc.rs"]
+mod proc;
+#[path = "compare/report.rs"]
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use proc::RunningServer;
+
+/// Bound on every client socket operation and on server start-up.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// A load phase during which other processes took more than this share of the server's or
+/// the load generator's CPU is run again, up to `NOISY_RETRIES` times.
+const NOISY_PCT: f64 = 20.0;
+const NOISY_RETRIES: usize = 1;
+
+/// How long and how often.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub phase: Duration,
+    pub warmup: Duration,
+    pub runs: usize,
+    pub idle_conns: usize,
+}
+
+const FULL: Settings = Settings {
+    phase: Duration::from_secs(5),
+    warmup: Duration::from_secs(1),
+    runs: 3,
+    idle_conns: 10_000,
+};
+
+const QUICK: Settings = Settings {
+    phase: Duration::from_secs(1),
+    warmup: Duration::from_secs(1),
+    runs: 1,
+    idle_conns: 1_000,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Scenario {
+    Plain,
+    Echo,
+    Pipelined,
+    Churn,
+    Idle,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 5] = [
+        Scenario::Plain,
+        Scenario::Echo,
+        Scenario::Pipelined,
+        Scenario::Churn,
+        Scenario::Idle,
+    ];
+
+    /// The name `--only` takes and the JSON uses.
+    pub fn key(self) -> &'static str {
+        match self {
+            Scenario::Plain => "plain",
+            Scenario::Echo => "echo",
+            Scenario::Pipelined => "pipelined",
+            Scenario::Churn => "churn",
+            Scenario::Idle => "idle",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Option<Scenario> {
+        Scenario::ALL.into_iter().find(|s| s.key() == key)
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Scenario::Plain => "keep-alive GET /",
+            Scenario::Echo => "POST /echo 1 KiB",
+            Scenario::Pipelined => "pipelined GET / ×16",
+            Scenario::Churn => "connection churn",
+            Scenario::Idle => "idle keep-alive",
+        }
+    }
+
+    /// The load, as a command line (with the phase length).
+    pub fn tool(self, set: &Settings) -> String {
+        let secs = set.phase.as_secs().max(1);
+        match self {
+            Scenario::Plain => format!("wrk -t1 -c100 -d{secs}s --latency"),
+            Scenario::Echo => format!("wrk -t1 -c100 -d{secs}s --latency -s post.lua"),
+            Scenario::Pipelined => format!("h2load --h1 -c100 -m16 -D{secs}"),
+            Scenario::Churn => format!("ab -c50 -t{secs} (no -k)"),
+            Scenario::Idle => format!("{} connections, one GET each", set.idle_conns),
+        }
+    }
+}
+
+pub enum Program {
+    /// `examples/bench_server.rs` with this first argument.
+    BenchServer(&'static str),
+    /// A binary of `benches/peers`.
+    Peer(&'static str),
+}
+
+pub struct Server {
+    /// The name `--servers` takes and the JSON uses.
+    pub key: &'static str,
+    pub label: &'static str,
+    pub program: Program,
+    /// Serves every route for real (the floor answers everything with `hello`).
+    pub real: bool,
+}
+
+pub const SERVERS: [Server; 5] = [
+    Server {
+        key: "fibr",
+        label: "fibr",
+        program: Program::BenchServer("fibr"),
+        real: true,
+    },
+    Server {
+        key: "axum",
+        label: "axum::serve",
+        program: Program::BenchServer("axum"),
+        real: true,
+    },
+    Server {
+        key: "hyper",
+        label: "hyper",
+        program: Program::Peer("hyper_plain"),
+        real: true,
+    },
+    Server {
+        key: "actix",
+        label: "actix-web",
+        program: Program::Peer("actix"),
+        real: true,
+    },
+    Server {
+        key: "floor",
+        label: "floor",
+        program: Program::Peer("floor"),
+        real: false,
+    },
+];
+
+/// The ratios' base.
+pub const BASE: &str = "axum";
+
+pub fn server(key: &str) -> Option<&'static Server> {
+    SERVERS.iter().find(|s| s.key == key)
+}
+
+struct Opts {
+    quick: bool,
+    build: bool,
+    update_readme: bool,
+    from_json: bool,
+    scenarios: Vec<Scenario>,
+    servers: Vec<&'static Server>,
+    /// The arguments that change what is measured (for the report's command line).
+    measured_args: Vec<String>,
+}
+
+impl Opts {
+    fn parse() -> Result<Opts, String> {
+        let mut o = Opts {
+            quick: false,
+            build: true,
+            update_readme: false,
+            from_json: false,
+            scenarios: Scenario::ALL.to_vec(),
+            servers: SERVERS.iter().collect(),
+            measured_args: Vec::new(),
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                // cargo bench passes --bench; a filter may follow it too.
+                "--bench" => {}
+                "--quick" => {
+                    o.quick = true;
+                    o.measured_args.push(a);
+                }
+                "--no-build" => o.build = false,
+                "--update-readme" => o.update_readme = true,
+                "--from-json" => o.from_json = true,
+                "--only" => {
+                    let v = args.next().ok_or("--only takes a scenario name")?;
+                    let mut picked = Vec::new();
+                    for name in v.split(',') {
+                        picked.push(Scenario::from_key(name).ok_or_else(|| {
+                            format!(
+                                "unknown scenario {name:?}; one of: {}",
+                                Scenario::ALL.map(|s| s.key()).join(", ")
+                            )
+                        })?);
+                    }
+                    o.scenarios = Scenario::ALL
+                        .into_iter()
+                        .filter(|s| picked.contains(s))
+                        .collect();
+                    o.measured_args.extend([a, v]);
+                }
+                "--servers" => {
+                    let v = args.next().ok_or("--servers takes a list of servers")?;
+                    let mut picked = Vec::new();
+                    for name in v.split(',') {
+                        picked.push(server(name).ok_or_else(|| {
+                            format!(
+                                "unknown server {name:?}; some of: {}",
+                                SERVERS.map(|s| s.key).join(",")
+                            )
+                        })?);
+                    }
+                    o.servers = SERVERS
+                        .iter()
+                        .filter(|s| picked.iter().any(|p| p.key == s.key))
+                        .collect();
+                    o.measured_args.extend([a, v]);
+                }
+                other => {
+                    return Err(format!(
+                        "unknown argument {other:?}; use --quick, --only NAME, --servers A,B, \
+                         --update-readme, --from-json, --no-build"
+                    ))
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// A run that is not the full one writes `compare-partial.*`.
+    fn partial(&self) -> bool {
+        self.quick
+            || self.scenarios.len() != Scenario::ALL.len()
+            || self.servers.len() != SERVERS.len()
+    }
+}
+
+fn main() -> ExitCode {
+    if common_skip::skip_unless_benchmarking() {
+        return ExitCode::SUCCESS;
+    }
+    match bench() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("compare bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn results_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/results")
+}
+
+fn bench() -> Result<(), String> {
+    let opts = Opts::parse()?;
+    let dir = results_dir();
+    let stem = if opts.partial() {
+        "compare-partial"
+    } else {
+        "compare"
+    };
+    if opts.from_json {
+        let path = dir.join(format!("{stem}.json"));
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let rep =
+            report::Report::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        return output(&rep, &dir, stem, opts.update_readme);
+    }
+    let set = if opts.quick { QUICK } else { FULL };
+    let scenarios = &opts.scenarios;
+    let mut tools = vec![("taskset", "util-linux")];
+    if scenarios.contains(&Scenario::Plain) || scenarios.contains(&Scenario::Echo) {
+        tools.push(("wrk", "wrk"));
+    }
+    if scenarios.contains(&Scenario::Pipelined) {
+        tools.push(("h2load", "nghttp2-client"));
+    }
+    if scenarios.contains(&Scenario::Churn) {
+        tools.push(("ab", "apache2-utils"));
+    }
+    for (tool, package) in tools {
+        os_support::which(tool, &format!("install it: apt-get install {package}"))?;
+    }
+    let bins = Binaries::find(opts.build)?;
+    let (server_cpu, client_cpu) = proc::pick_cpus()?;
+    // Servers and load generators inherit the raised limit.
+    let nofile = os_support::raise_nofile(set.idle_conns as u64 + 512)?;
+    os_support::pin_to(client_cpu)
+        .map_err(|e| format!("pinning this process to CPU {client_cpu}: {e}"))?;
+    let workers = std::env::var("BENCH_WORKERS").unwrap_or_else(|_| "1".into());
+    let backend = std::env::var("FIBR_BACKEND").unwrap_or_else(|_| "epoll (default)".into());
+    let lua = load::write_lua()?;
+    let mut rep = report::Report::new(&set, &opts.measured_args, &workers, &backend);
+    rep.cpus = (server_cpu, client_cpu);
+    println!(
+        "compare bench: {} s phases, {} run(s), {} idle connections, {workers} worker(s) per \
+         server, fibr backend {backend}, servers on CPU {server_cpu}, load on CPU {client_cpu}, \
+         RLIMIT_NOFILE {nofile}",
+        set.phase.as_secs(),
+        set.runs,
+        set.idle_conns
+    );
+    for sc in scenarios {
+        for s in &opts.servers {
+            rep.cells.push(report::Cell::new(*sc, s.key));
+        }
+    }
+    for run in 0..set.runs {
+        for &sc in scenarios {
+            // Rotate the servers' order from run to run, so drift does not favour one.
+            let n = opts.servers.len();
+            for i in 0..n {
+                let s = opts.servers[(i + run) % n];
+                let ctx = |e: String| format!("{} / {} run {}: {e}", sc.key(), s.key, run + 1);
+                let bin = bins.path(s);
+                if sc == Scenario::Idle {
+                    let srv = RunningServer::start(&bin, s, server_cpu, &workers).map_err(ctx)?;
+                    idle::check_routes(srv.addr, s.real).map_err(ctx)?;
+                    let r = idle::idle_run(&srv, set.idle_conns)
+                        .map_err(|e| match srv.check_alive() {
+                            Ok(()) => e,
+                            Err(dead) => format!("{e} ({dead})"),
+                        })
+                        .map_err(ctx)?;
+                    eprintln!(
+                        "  {:<10} {:<12} run {}: empty {} KiB, loaded {} KiB, {:.0} B/conn, \
+                         marginal {:.0} B/conn, peak {} KiB, {} threads",
+                        sc.key(),
+                        s.label,
+                        run + 1,
+                        r.empty_kib,
+                        r.loaded_kib,
+                        r.per_conn(),
+                        r.marginal(),
+                        r.peak_kib,
+                        r.threads
+                    );
+                    srv.report_output();
+                    rep.cell_mut(sc, s.key).idles.push(r);
+                    continue;
+                }
+                let mut kept: Option<load::Load> = None;
+                for attempt in 0..=NOISY_RETRIES {
+                    let srv = RunningServer::start(&bin, s, server_cpu, &workers).map_err(ctx)?;
+                    idle::check_routes(srv.addr, s.real).map_err(ctx)?;
+                    let r = load::load_run(&srv, sc, &set, client_cpu, &lua.0).map_err(ctx)?;
+                    eprintln!(
+                        "  {:<10} {:<12} run {}: {:.0} req/s, {:.2} µs CPU/req, CPU {:.0} % \
+                         (load {:.0} %), p99 {}, peak RSS {} KiB, {:.3} conns/req, {} errors, \
+                         other load {:.0} %",
+                        sc.key(),
+                        s.label,
+                        run + 1,
+                        r.rps(),
+                        r.cpu_per_req(),
+                        r.cpu_pct(),
+                        r.client_pct(),
+                        report::fmt_us(r.p99_us),
+                        r.peak_rss_kib,
+                        r.opens_per_req(),
+                        r.errors,
+                        r.other_pct()
+                    );
+                    srv.report_output();
+                    let noisy = r.other_pct() > NOISY_PCT;
+                    if kept.as_ref().is_none_or(|k| r.other_pct() < k.other_pct()) {
+                        kept = Some(r);
+                    }
+                    if !noisy {
+                        break;
+                    }
+                    if attempt < NOISY_RETRIES {
+                        eprintln!("    (other load over {NOISY_PCT:.0} %: running it again)");
+                    }
+                }
+                rep.cell_mut(sc, s.key).loads.extend(kept);
+            }
+        }
+    }
+    drop(lua);
+    rep.finish();
+    let json = rep.to_json();
+    let json_path = dir.join(format!("{stem}.json"));
+    report::write_atomic(&json_path, &json)?;
+    output(&rep, &dir, stem, opts.update_readme)
+}
+
+/// Prints the tables; writes the chart (and the README section).
+fn output(rep: &report::Report, dir: &Path, stem: &str, update_readme: bool) -> Result<(), String> {
+    print!("\n{}", rep.markdown());
+    let svg_path = dir.join(format!("{stem}.svg"));
+    report::write_atomic(&svg_path, &rep.svg())?;
+    println!(
+        "\nwrote {} and {}",
+        dir.join(format!("{stem}.json")).display(),
+        svg_path.display()
+    );
+    if update_readme {
+        let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+        let chart = format!("benches/results/{stem}.svg");
+        report::update_readme(&readme, &rep.readme_section(&chart))?;
+        println!("updated {}", readme.display());
+    }
+    Ok(())
+}
+
+/// The built servers.
+struct Binaries {
+    bench_server: PathBuf,
+    /// The directory of the peers' binaries.
+    peers: PathBuf,
+}
+
+impl Binaries {
+    fn find(build: bool) -> Result<Binaries, String> {
+        if build {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            for args in [
+                &["build", "--release", "--example", "bench_server"][..],
+                &["build", "--release", "-p", "fibr-bench-peers"][..],
+            ] {
+                let status = Command::new(&cargo)
+                    .args(args)
+                    .current_dir(env!("CARGO_MANIFEST_DIR"))
+                    .status()
+                    .map_err(|e| format!("running cargo {}: {e}", args.join(" ")))?;
+                if !status.success() {
+                    return Err(format!("cargo {} failed: {status}", args.join(" ")));
+                }
+            }
+        }
+        // The bench runs from <target>/release/deps.
+        let mut releases = Vec::new();
+        if let Some(release) = std::env::current_exe()
+            .ok()
+            .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
+        {
+            releases.push(release);
+        }
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+        releases.push(target.join("release"));
+        let release = releases
+            .into_iter()
+            .find(|r| {
+                r.join("examples/bench_server").is_file()
+                    && ["hyper_plain", "actix", "floor"]
+                        .iter()
+                        .all(|p| r.join(p).is_file())
+            })
+            .ok_or(
+                "cannot find the built servers (examples/bench_server and the fibr-bench-peers \
+                 binaries); run without --no-build",
+            )?;
+        Ok(Binaries {
+            bench_server: release.join("examples/bench_server"),
+            peers: release,
+        })
+    }
+
+    /// The program and its arguments before the port.
+    fn path(&self, s: &Server) -> (PathBuf, Option<&'static str>) {
+        match s.program {
+            Program::BenchServer(arg) => (self.bench_server.clone(), Some(arg)),
+            Program::Peer(bin) => (self.peers.join(bin), None),
+        }
+    }
+}

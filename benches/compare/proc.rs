@@ -1,0 +1,298 @@
+//! The server processes and what `/proc` says about them and the machine.
+
+use std::io::{self, BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Instant;
+
+use crate::{Server, IO_TIMEOUT};
+
+/// A server process (`taskset -c CPU PROGRAM [ARG] 0`); killed and reaped when dropped.
+pub struct RunningServer {
+    child: Child,
+    label: &'static str,
+    /// The CPU it is pinned to.
+    pub cpu: usize,
+    pub addr: SocketAddr,
+    lines: mpsc::Receiver<String>,
+}
+
+impl RunningServer {
+    pub fn start(
+        bin: &(PathBuf, Option<&'static str>),
+        server: &Server,
+        cpu: usize,
+        workers: &str,
+    ) -> Result<RunningServer, String> {
+        let (path, arg) = bin;
+        let mut cmd = Command::new("taskset");
+        cmd.arg("-c").arg(cpu.to_string()).arg(path);
+        if let Some(arg) = arg {
+            cmd.arg(arg);
+        }
+        cmd.arg("0")
+            .env("BENCH_WORKERS", workers)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: one prctl call between fork and exec: async-signal-safe. taskset execs
+        // the server in the same process, which keeps the parent-death signal.
+        unsafe {
+            cmd.pre_exec(die_with_parent);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", path.display()))?;
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        // From here on, the guard kills the child on every path.
+        let mut guard = RunningServer {
+            child,
+            label: server.label,
+            cpu,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            lines: rx,
+        };
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = match guard.lines.recv_timeout(left) {
+                Ok(line) => line,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(format!("{} did not start listening in time", server.label))
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = guard.child.wait().map(|s| s.to_string());
+                    return Err(format!("{} exited at start-up: {status:?}", server.label));
+                }
+            };
+            if let Some((_, addr)) = line.split_once("listening on ") {
+                guard.addr = addr
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("bad address in {line:?}: {e}"))?;
+                return Ok(guard);
+            }
+            eprintln!("  {} said: {line}", server.label);
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn check_alive(&self) -> Result<(), String> {
+        // Reading /proc/PID/stat of a zombie works, so look at the state field.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+            .map_err(|e| format!("the server is gone: {e}"))?;
+        match stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next()) {
+            Some('Z') | Some('X') => Err("the server exited".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// utime + stime of all the server's threads, in µs.
+    pub fn cpu_us(&self) -> Result<f64, String> {
+        self.check_alive()?;
+        let pid = self.pid();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_err(|e| format!("reading /proc/{pid}/stat: {e}"))?;
+        // Fields after "(comm) ": state is field 3, utime 14, stime 15.
+        let rest = stat
+            .rsplit_once(") ")
+            .map(|(_, r)| r)
+            .ok_or_else(|| format!("bad /proc/{pid}/stat: {stat:?}"))?;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let field = |i: usize| -> Result<u64, String> {
+            f.get(i - 3)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("no field {i} in /proc/{pid}/stat"))
+        };
+        let ticks = field(14)? + field(15)?;
+        Ok(ticks as f64 * 1e6 / clock_ticks()? as f64)
+    }
+
+    /// The server's memory figures (an error if it has died).
+    pub fn status(&self) -> Result<ProcStatus, String> {
+        self.check_alive()?;
+        ProcStatus::read(self.pid())
+    }
+
+    pub fn fds(&self) -> Result<usize, String> {
+        let pid = self.pid();
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| d.count())
+            .map_err(|e| format!("listing /proc/{pid}/fd: {e}"))
+    }
+
+    /// Prints what the server said after its start-up line.
+    pub fn report_output(&self) {
+        for line in self.lines.try_iter() {
+            eprintln!("  {} said: {line}", self.label);
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub struct ProcStatus {
+    pub rss_kib: u64,
+    /// VmHWM: the peak resident set since the process started.
+    pub hwm_kib: u64,
+    pub threads: u64,
+}
+
+impl ProcStatus {
+    fn read(pid: u32) -> Result<ProcStatus, String> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .map_err(|e| format!("reading /proc/{pid}/status: {e}"))?;
+        let field = |name: &str| -> Result<u64, String> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
+        };
+        Ok(ProcStatus {
+            rss_kib: field("VmRSS")?,
+            hwm_kib: field("VmHWM")?,
+            threads: field("Threads")?,
+        })
+    }
+}
+
+/// Busy time of one CPU so far (user, nice, system, irq, softirq, steal), in µs.
+pub fn core_busy_us(cpu: usize) -> Result<f64, String> {
+    let text =
+        std::fs::read_to_string("/proc/stat").map_err(|e| format!("reading /proc/stat: {e}"))?;
+    let name = format!("cpu{cpu}");
+    let fields: Vec<u64> = text
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+        .ok_or_else(|| format!("no {name} in /proc/stat"))?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy: u64 = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .filter_map(|&i| fields.get(i))
+        .sum();
+    Ok(busy as f64 * 1e6 / clock_ticks()? as f64)
+}
+
+/// The TCP connections this network namespace has opened (`connect`) so far: the kernel's
+/// `Tcp: ActiveOpens` counter in /proc/net/snmp.
+pub fn tcp_active_opens() -> Result<u64, String> {
+    let text = std::fs::read_to_string("/proc/net/snmp")
+        .map_err(|e| format!("reading /proc/net/snmp: {e}"))?;
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = tcp
+        .next()
+        .zip(tcp.next())
+        .ok_or("no Tcp lines in /proc/net/snmp")?;
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "ActiveOpens")
+        .and_then(|(_, v)| v.parse().ok())
+        .ok_or_else(|| "no ActiveOpens in /proc/net/snmp".into())
+}
+
+fn clock_ticks() -> Result<i64, String> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return Err("sysconf(_SC_CLK_TCK) failed".into());
+    }
+    Ok(hz)
+}
+
+/// CPU time of this process and its reaped children (the load generators), in µs.
+pub fn own_cpu_us() -> f64 {
+    let mut total = 0.0;
+    for who in [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN] {
+        // SAFETY: rusage is plain data for getrusage to fill.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid, writable rusage.
+        if unsafe { libc::getrusage(who, &mut ru) } == 0 {
+            for tv in [ru.ru_utime, ru.ru_stime] {
+                total += tv.tv_sec as f64 * 1e6 + tv.tv_usec as f64;
+            }
+        }
+    }
+    total
+}
+
+/// Asks the kernel to kill this (forked) process when the bench dies. Async-signal-safe.
+pub fn die_with_parent() -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no pointers.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The first two CPUs this process may use: (server, load generator).
+pub fn pick_cpus() -> Result<(usize, usize), String> {
+    // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
+    let allowed: Vec<usize> = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(format!("sched_getaffinity: {}", io::Error::last_os_error()));
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    };
+    match allowed.as_slice() {
+        [first, second, ..] => Ok((*first, *second)),
+        _ => Err(format!(
+            "need two CPUs (server, load generator); this process may use {allowed:?}"
+        )),
+    }
+}
+
+/// "1/5/15-minute load average" from /proc/loadavg.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// "CPU model, N CPUs, Linux VERSION".
+pub fn machine() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    // Not available_parallelism: this process is pinned to one CPU by now.
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|k| k.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!("{model}, {cpus} CPUs, Linux {kernel}")
+}

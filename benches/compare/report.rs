@@ -1,0 +1,797 @@
+//! The results: Markdown tables, JSON, an SVG chart and the README's section.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+
+use crate::idle::Idle;
+use crate::load::Load;
+use crate::{proc, server, Scenario, Settings, BASE, FULL, QUICK, SERVERS};
+
+pub const README_BEGIN: &str = "<!-- compare:begin -->";
+pub const README_END: &str = "<!-- compare:end -->";
+
+/// The issue's goals for fibr.
+const GOAL_PLAIN_CPU: f64 = 0.90;
+const GOAL_PIPELINED_CPU: f64 = 0.35;
+const GOAL_IDLE_BYTES: f64 = 1024.0;
+const GOAL_FLOOR_CPU: f64 = 1.15;
+
+/// One scenario on one server, over the runs.
+pub struct Cell {
+    pub scenario: Scenario,
+    pub server: &'static str,
+    pub loads: Vec<Load>,
+    pub idles: Vec<Idle>,
+}
+
+impl Cell {
+    pub fn new(scenario: Scenario, server: &'static str) -> Cell {
+        Cell {
+            scenario,
+            server,
+            loads: Vec::new(),
+            idles: Vec::new(),
+        }
+    }
+
+    fn values(&self, f: Figure) -> Vec<f64> {
+        match f {
+            Figure::Load(f) => self.loads.iter().map(f).collect(),
+            Figure::Idle(f) => self.idles.iter().map(f).collect(),
+        }
+    }
+
+    fn runs(&self) -> usize {
+        self.loads.len().max(self.idles.len())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Figure {
+    Load(fn(&Load) -> f64),
+    Idle(fn(&Idle) -> f64),
+}
+
+const CPU_PCT_ROW: &str = "CPU % server / load generator";
+const CPU_PER_REQ: Figure = Figure::Load(|l| l.cpu_per_req());
+const PER_CONN: Figure = Figure::Idle(|r| r.per_conn());
+
+pub struct Report {
+    pub command: String,
+    pub date: String,
+    pub machine: String,
+    pub cpus: (usize, usize),
+    pub workers: String,
+    pub backend: String,
+    pub quick: bool,
+    pub runs: usize,
+    pub load_before: String,
+    pub load_after: String,
+    pub cells: Vec<Cell>,
+}
+
+impl Report {
+    pub fn new(set: &Settings, measured_args: &[String], workers: &str, backend: &str) -> Report {
+        let mut command = String::new();
+        if workers != "1" {
+            let _ = write!(command, "BENCH_WORKERS={workers} ");
+        }
+        if std::env::var_os("FIBR_BACKEND").is_some() {
+            let _ = write!(command, "FIBR_BACKEND={backend} ");
+        }
+        command.push_str("cargo bench --bench compare");
+        if !measured_args.is_empty() {
+            let _ = write!(command, " -- {}", measured_args.join(" "));
+        }
+        Report {
+            command,
+            date: utc_now(),
+            machine: proc::machine(),
+            cpus: (0, 1),
+            workers: workers.to_string(),
+            backend: backend.to_string(),
+            quick: set.runs == QUICK.runs && set.phase == QUICK.phase,
+            runs: set.runs,
+            load_before: proc::loadavg(),
+            load_after: String::new(),
+            cells: Vec::new(),
+        }
+    }
+
+    pub fn finish(&mut self) {
+        self.load_after = proc::loadavg();
+    }
+
+    fn settings(&self) -> Settings {
+        let mut s = if self.quick { QUICK } else { FULL };
+        s.runs = self.runs;
+        s
+    }
+
+    pub fn cell_mut(&mut self, sc: Scenario, server: &str) -> &mut Cell {
+        self.cells
+            .iter_mut()
+            .find(|c| c.scenario == sc && c.server == server)
+            .expect("cells are made before the runs")
+    }
+
+    fn cell(&self, sc: Scenario, server: &str) -> Option<&Cell> {
+        self.cells
+            .iter()
+            .find(|c| c.scenario == sc && c.server == server && c.runs() > 0)
+    }
+
+    fn scenarios(&self) -> Vec<Scenario> {
+        Scenario::ALL
+            .into_iter()
+            .filter(|sc| self.cells.iter().any(|c| c.scenario == *sc))
+            .collect()
+    }
+
+    fn servers(&self) -> Vec<&'static crate::Server> {
+        SERVERS
+            .iter()
+            .filter(|s| self.cells.iter().any(|c| c.server == s.key))
+            .collect()
+    }
+
+    fn median(&self, sc: Scenario, server: &str, f: Figure) -> f64 {
+        self.cell(sc, server)
+            .map_or(f64::NAN, |c| median(c.values(f)))
+    }
+
+    /// `server`'s median over the base's (NaN when either is missing).
+    fn ratio(&self, sc: Scenario, server: &str, base: &str, f: Figure) -> f64 {
+        self.median(sc, server, f) / self.median(sc, base, f)
+    }
+
+    /// "median (min–max) · ratio×" for one table cell.
+    fn stat(
+        &self,
+        sc: Scenario,
+        server: &str,
+        f: Figure,
+        fmt: fn(f64) -> String,
+        with_ratio: bool,
+    ) -> String {
+        let Some(cell) = self.cell(sc, server) else {
+            return "—".into();
+        };
+        let xs = cell.values(f);
+        let mut out = fmt(median(xs.clone()));
+        if xs.len() > 1 {
+            let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let _ = write!(out, " ({}–{})", fmt(min), fmt(max));
+        }
+        let r = self.ratio(sc, server, BASE, f);
+        if with_ratio && server != BASE && r.is_finite() {
+            let _ = write!(out, " · {}", fmt_ratio(r));
+        }
+        out
+    }
+
+    /// The results table and the goals.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let servers = self.servers();
+        let set = self.settings();
+        let _ = write!(out, "| scenario | figure |");
+        for s in &servers {
+            let _ = write!(out, " {} |", s.label);
+        }
+        let _ = write!(out, "\n|---|---|");
+        for _ in &servers {
+            out.push_str("---:|");
+        }
+        out.push('\n');
+        type Row = (&'static str, Figure, fn(f64) -> String);
+        let load_rows: [Row; 6] = [
+            ("requests/s", Figure::Load(|l| l.rps()), fmt_int),
+            ("**server CPU µs/request**", CPU_PER_REQ, |x| {
+                format!("{x:.2}")
+            }),
+            // Whether the server was saturated, and whether the load generator was the
+            // bottleneck (100 % = one core); shown as "server / load generator".
+            (CPU_PCT_ROW, Figure::Load(|l| l.cpu_pct()), fmt_int),
+            ("p99 latency", Figure::Load(|l| l.p99_us), fmt_us),
+            (
+                "peak RSS (KiB)",
+                Figure::Load(|l| l.peak_rss_kib as f64),
+                fmt_int,
+            ),
+            ("other load (%)", Figure::Load(|l| l.other_pct()), |x| {
+                format!("{x:.0}")
+            }),
+        ];
+        let idle_rows: [Row; 3] = [
+            ("**RSS per connection (B)**", PER_CONN, fmt_int),
+            (
+                "RSS empty (KiB)",
+                Figure::Idle(|r| r.empty_kib as f64),
+                fmt_int,
+            ),
+            (
+                "RSS with the connections (KiB)",
+                Figure::Idle(|r| r.loaded_kib as f64),
+                fmt_int,
+            ),
+        ];
+        for sc in self.scenarios() {
+            let title = format!("{} <br>`{}`", sc.title(), sc.tool(&set));
+            let rows: &[Row] = if sc == Scenario::Idle {
+                &idle_rows
+            } else {
+                &load_rows
+            };
+            for (i, (name, f, fmt)) in rows.iter().enumerate() {
+                let _ = write!(out, "| {} | {name} |", if i == 0 { &title } else { "" });
+                for s in &servers {
+                    let text = match self.cell(sc, s.key) {
+                        Some(c) if *name == CPU_PCT_ROW => format!(
+                            "{:.0} / {:.0}",
+                            median(c.values(Figure::Load(|l| l.cpu_pct()))),
+                            median(c.values(Figure::Load(|l| l.client_pct())))
+                        ),
+                        _ => {
+                            let ratio = !name.starts_with("other load");
+                            self.stat(sc, s.key, *f, *fmt, ratio)
+                        }
+                    };
+                    let _ = write!(out, " {text} |");
+                }
+                out.push('\n');
+            }
+        }
+        out.push('\n');
+        out.push_str(&self.goals());
+        let errors: Vec<String> = self
+            .cells
+            .iter()
+            .filter(|c| c.loads.iter().any(|l| l.errors > 0))
+            .map(|c| {
+                format!(
+                    "{} on {}: {} errors",
+                    c.scenario.key(),
+                    c.server,
+                    c.loads.iter().map(|l| l.errors).sum::<u64>()
+                )
+            })
+            .collect();
+        if !errors.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nErrors reported by the load generators: {}.",
+                errors.join("; ")
+            );
+        }
+        out
+    }
+
+    fn goals(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "| goal (issue 5) | measured | result |");
+        let _ = writeln!(out, "|---|---:|---|");
+        let mut row = |goal: String, value: f64, shown: String, ok: bool| {
+            let result = if value.is_nan() {
+                "not measured"
+            } else if ok {
+                "met"
+            } else {
+                "**not met**"
+            };
+            let shown = if value.is_nan() { "—".into() } else { shown };
+            let _ = writeln!(out, "| {goal} | {shown} | {result} |");
+        };
+        let plain = self.ratio(Scenario::Plain, "fibr", "axum", CPU_PER_REQ);
+        row(
+            format!("CPU/request vs axum::serve, keep-alive GET ≤ {GOAL_PLAIN_CPU:.2}×"),
+            plain,
+            fmt_ratio(plain),
+            plain <= GOAL_PLAIN_CPU,
+        );
+        let pipe = self.ratio(Scenario::Pipelined, "fibr", "axum", CPU_PER_REQ);
+        row(
+            format!("CPU/request vs axum::serve, pipelined ≤ {GOAL_PIPELINED_CPU:.2}×"),
+            pipe,
+            fmt_ratio(pipe),
+            pipe <= GOAL_PIPELINED_CPU,
+        );
+        let idle = self.median(Scenario::Idle, "fibr", PER_CONN);
+        row(
+            format!("idle memory ≤ {GOAL_IDLE_BYTES:.0} B per connection"),
+            idle,
+            format!("{idle:.0} B"),
+            idle <= GOAL_IDLE_BYTES,
+        );
+        let floor = self.ratio(Scenario::Plain, "fibr", "floor", CPU_PER_REQ);
+        row(
+            format!("CPU/request vs the floor, keep-alive GET ≤ {GOAL_FLOOR_CPU:.2}×"),
+            floor,
+            fmt_ratio(floor),
+            floor <= GOAL_FLOOR_CPU,
+        );
+        // The stretch: fibr below actix-web's CPU per request in every HTTP/1 load
+        // scenario, and below its memory per idle connection.
+        let mut parts = Vec::new();
+        let mut all = true;
+        let mut any = false;
+        for sc in Scenario::ALL {
+            let f = if sc == Scenario::Idle {
+                PER_CONN
+            } else {
+                CPU_PER_REQ
+            };
+            let r = self.ratio(sc, "fibr", "actix", f);
+            if r.is_finite() {
+                any = true;
+                all &= r < 1.0;
+                parts.push(format!("{} {}", sc.key(), fmt_ratio(r)));
+            }
+        }
+        row(
+            "stretch: fibr ahead of actix-web on every HTTP/1 scenario (CPU/request; idle: RSS/connection)".into(),
+            if any { 0.0 } else { f64::NAN },
+            parts.join(", "),
+            all,
+        );
+        out
+    }
+
+    /// The README's section (between the markers).
+    pub fn readme_section(&self, chart: &str) -> String {
+        let set = self.settings();
+        let mut out = String::new();
+        let _ = writeln!(out, "### fibr against the servers you would pick instead\n");
+        let _ = writeln!(
+            out,
+            "Written by `{}{}` (`benches/compare.rs`) on {}; {}. \
+             Every server serves the same routes with {} worker thread(s), pinned to CPU {}; \
+             the load generator runs on CPU {}. {} Medians of {} run(s){}; × is the ratio to \
+             axum::serve. **Server CPU µs/request** (utime + stime from `/proc/PID/stat` over \
+             the phase, divided by the requests served) is the robust figure here: with two \
+             cores the load generator is often the bottleneck, which caps requests/s. The \
+             *floor* is a fixed-response epoll loop (`benches/peers/src/bin/floor.rs`), not a \
+             server: the least a request can cost on this kernel (it does not echo). This \
+             machine was shared with other work during the run (load average {} before, {} \
+             after; the \"other load\" row).\n",
+            self.command,
+            if self.command.contains(" -- ") {
+                " --update-readme"
+            } else {
+                " -- --update-readme"
+            },
+            self.machine,
+            self.date,
+            self.workers,
+            self.cpus.0,
+            self.cpus.1,
+            if self.quick {
+                "A quick run: 1 s phases."
+            } else {
+                "5 s phases after a 1 s warm-up, each on a fresh server."
+            },
+            set.runs,
+            if set.runs > 1 { " (min–max)" } else { "" },
+            self.load_before,
+            self.load_after,
+        );
+        let _ = writeln!(
+            out,
+            "![server CPU per request relative to axum::serve]({chart})\n"
+        );
+        out.push_str(&self.markdown());
+        out
+    }
+
+    /// A horizontal bar chart of CPU per request (idle: RSS per connection) relative to
+    /// axum::serve, per scenario and server.
+    pub fn svg(&self) -> String {
+        let servers = self.servers();
+        let scenarios = self.scenarios();
+        const BAR: f64 = 13.0;
+        const GAP: f64 = 3.0;
+        const GROUP_GAP: f64 = 16.0;
+        const LEFT: f64 = 190.0;
+        const PLOT: f64 = 460.0;
+        const WIDTH: f64 = 800.0;
+        const TOP: f64 = 100.0;
+        let colors = |key: &str| match key {
+            "fibr" => "#e8590c",
+            "axum" => "#1c7ed6",
+            "hyper" => "#74c0fc",
+            "actix" => "#7950f2",
+            _ => "#868e96",
+        };
+        // (scenario, server, ratio, absolute label)
+        let mut bars: Vec<(Scenario, &crate::Server, f64, String)> = Vec::new();
+        for &sc in &scenarios {
+            for s in &servers {
+                let (f, unit): (Figure, fn(f64) -> String) = if sc == Scenario::Idle {
+                    (PER_CONN, |x| format!("{} B/conn", fmt_int(x)))
+                } else {
+                    (CPU_PER_REQ, |x| format!("{x:.2} µs/req"))
+                };
+                let abs = self.median(sc, s.key, f);
+                let r = self.ratio(sc, s.key, BASE, f);
+                bars.push((
+                    sc,
+                    s,
+                    r,
+                    if abs.is_finite() {
+                        unit(abs)
+                    } else {
+                        "—".into()
+                    },
+                ));
+            }
+        }
+        let max = bars
+            .iter()
+            .map(|b| b.2)
+            .filter(|r| r.is_finite())
+            .fold(1.0f64, f64::max)
+            .min(6.0);
+        let xmax = ((max * 2.0).ceil() / 2.0).max(1.5);
+        let x = |r: f64| LEFT + PLOT * (r.min(xmax) / xmax);
+        let group_h = servers.len() as f64 * (BAR + GAP) - GAP;
+        let height = TOP + scenarios.len() as f64 * (group_h + GROUP_GAP) + 40.0;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height:.0}\" \
+             viewBox=\"0 0 {WIDTH} {height:.0}\" font-family=\"sans-serif\" font-size=\"12\">"
+        );
+        let _ = writeln!(
+            out,
+            "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n\
+             <text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Server CPU time per \
+             request, relative to axum::serve (lower is better)</text>\n\
+             <text x=\"10\" y=\"40\" fill=\"#555\">idle keep-alive: RSS per connection instead. \
+             {} worker(s) per server; server and load generator pinned to separate cores.</text>\n\
+             <text x=\"10\" y=\"56\" fill=\"#555\">{} · {} · {}</text>",
+            xml(&self.workers),
+            xml(&self.command),
+            xml(&self.machine),
+            xml(&self.date)
+        );
+        // Legend.
+        let mut lx = LEFT;
+        for s in &servers {
+            let _ = writeln!(
+                out,
+                "<rect x=\"{lx:.0}\" y=\"66\" width=\"12\" height=\"12\" fill=\"{}\"/>\
+                 <text x=\"{:.0}\" y=\"76\">{}</text>",
+                colors(s.key),
+                lx + 16.0,
+                xml(s.label)
+            );
+            lx += 24.0 + 7.5 * s.label.len() as f64;
+        }
+        let bottom = height - 30.0;
+        // Grid every 0.5×, the axum line at 1×.
+        let mut g = 0.0;
+        while g <= xmax + 1e-9 {
+            let gx = x(g);
+            let (stroke, dash) = if (g - 1.0).abs() < 1e-9 {
+                ("#1c7ed6", " stroke-dasharray=\"4 3\"")
+            } else {
+                ("#dee2e6", "")
+            };
+            let _ = writeln!(
+                out,
+                "<line x1=\"{gx:.1}\" y1=\"{:.0}\" x2=\"{gx:.1}\" y2=\"{bottom:.0}\" stroke=\"{stroke}\"{dash}/>\
+                 <text x=\"{gx:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#555\">{g:.1}×</text>",
+                TOP - 6.0,
+                bottom + 14.0
+            );
+            g += 0.5;
+        }
+        let mut y = TOP;
+        for &sc in &scenarios {
+            let _ = writeln!(
+                out,
+                "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\" font-weight=\"bold\">{}</text>",
+                LEFT - 8.0,
+                y + group_h / 2.0 + 4.0,
+                xml(sc.title())
+            );
+            for (_, s, r, abs) in bars.iter().filter(|b| b.0 == sc) {
+                if r.is_finite() {
+                    let w = x(*r) - LEFT;
+                    let clipped = if *r > xmax { " ▶" } else { "" };
+                    let _ = writeln!(
+                        out,
+                        "<rect x=\"{LEFT:.0}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{BAR}\" fill=\"{}\">\
+                         <title>{}: {}</title></rect>\
+                         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}{clipped} ({})</text>",
+                        colors(s.key),
+                        xml(s.label),
+                        xml(abs),
+                        LEFT + w + 4.0,
+                        y + BAR - 2.5,
+                        fmt_ratio(*r),
+                        xml(abs)
+                    );
+                }
+                y += BAR + GAP;
+            }
+            y += GROUP_GAP - GAP;
+        }
+        out.push_str("</svg>\n");
+        out
+    }
+
+    pub fn to_json(&self) -> String {
+        let cells: Vec<Value> = self
+            .cells
+            .iter()
+            .map(|c| {
+                let mut v = json!({
+                    "scenario": c.scenario.key(),
+                    "server": c.server,
+                });
+                if c.scenario == Scenario::Idle {
+                    v["runs"] = c.idles.iter().map(idle_json).collect();
+                    v["median"] = json!({
+                        "per_conn_b": median(c.values(PER_CONN)),
+                        "loaded_kib": median(c.values(Figure::Idle(|r| r.loaded_kib as f64))),
+                        "empty_kib": median(c.values(Figure::Idle(|r| r.empty_kib as f64))),
+                    });
+                } else {
+                    v["runs"] = c.loads.iter().map(load_json).collect();
+                    v["median"] = json!({
+                        "rps": median(c.values(Figure::Load(|l| l.rps()))),
+                        "cpu_per_req_us": median(c.values(CPU_PER_REQ)),
+                        "p99_us": median(c.values(Figure::Load(|l| l.p99_us))),
+                        "peak_rss_kib": median(c.values(Figure::Load(|l| l.peak_rss_kib as f64))),
+                    });
+                }
+                let f = if c.scenario == Scenario::Idle {
+                    PER_CONN
+                } else {
+                    CPU_PER_REQ
+                };
+                let r = self.ratio(c.scenario, c.server, BASE, f);
+                if r.is_finite() {
+                    v["ratio_to_axum"] = json!(r);
+                }
+                v
+            })
+            .collect();
+        let set = self.settings();
+        let doc = json!({
+            "command": self.command,
+            "date": self.date,
+            "machine": self.machine,
+            "cpus": { "server": self.cpus.0, "load": self.cpus.1 },
+            "workers": self.workers,
+            "fibr_backend": self.backend,
+            "quick": self.quick,
+            "runs": self.runs,
+            "phase_s": set.phase.as_secs(),
+            "idle_conns": set.idle_conns,
+            "loadavg_before": self.load_before,
+            "loadavg_after": self.load_after,
+            "servers": self.servers().iter().map(|s| json!({"key": s.key, "label": s.label})).collect::<Vec<_>>(),
+            "scenarios": self.scenarios().iter().map(|s| json!({"key": s.key(), "title": s.title(), "load": s.tool(&set)})).collect::<Vec<_>>(),
+            "cells": cells,
+        });
+        let mut text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
+        text.push('\n');
+        text
+    }
+
+    pub fn from_json(text: &str) -> Result<Report, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("bad JSON: {e}"))?;
+        let s = |k: &str| -> Result<String, String> {
+            v[k].as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("no {k:?}"))
+        };
+        let n = |v: &Value, k: &str| -> Result<f64, String> {
+            v[k].as_f64().ok_or_else(|| format!("no number {k:?}"))
+        };
+        let mut cells = Vec::new();
+        for c in v["cells"].as_array().ok_or("no \"cells\"")? {
+            let sc = c["scenario"]
+                .as_str()
+                .and_then(Scenario::from_key)
+                .ok_or("a cell without a known scenario")?;
+            let srv = c["server"]
+                .as_str()
+                .and_then(server)
+                .ok_or("a cell without a known server")?;
+            let mut cell = Cell::new(sc, srv.key);
+            for r in c["runs"].as_array().ok_or("a cell without runs")? {
+                if sc == Scenario::Idle {
+                    cell.idles.push(Idle {
+                        empty_kib: n(r, "empty_kib")? as u64,
+                        half_kib: n(r, "half_kib")? as u64,
+                        loaded_kib: n(r, "loaded_kib")? as u64,
+                        peak_kib: n(r, "peak_kib")? as u64,
+                        threads: n(r, "threads")? as u64,
+                        n: n(r, "n")? as usize,
+                    });
+                } else {
+                    cell.loads.push(Load {
+                        requests: n(r, "requests")? as u64,
+                        wall: Duration::from_secs_f64(n(r, "wall_s")?),
+                        cpu_us: n(r, "cpu_us")?,
+                        client_us: n(r, "client_us")?,
+                        other_server_us: n(r, "other_server_us")?,
+                        other_client_us: n(r, "other_client_us")?,
+                        p99_us: n(r, "p99_us")?,
+                        peak_rss_kib: n(r, "peak_rss_kib")? as u64,
+                        idle_rss_kib: n(r, "idle_rss_kib")? as u64,
+                        opens: n(r, "opens")? as u64,
+                        errors: n(r, "errors")? as u64,
+                    });
+                }
+            }
+            cells.push(cell);
+        }
+        Ok(Report {
+            command: s("command")?,
+            date: s("date")?,
+            machine: s("machine")?,
+            cpus: (
+                n(&v["cpus"], "server")? as usize,
+                n(&v["cpus"], "load")? as usize,
+            ),
+            workers: s("workers")?,
+            backend: s("fibr_backend")?,
+            quick: v["quick"].as_bool().ok_or("no \"quick\"")?,
+            runs: n(&v, "runs")? as usize,
+            load_before: s("loadavg_before")?,
+            load_after: s("loadavg_after")?,
+            cells,
+        })
+    }
+}
+
+fn load_json(l: &Load) -> Value {
+    json!({
+        "requests": l.requests,
+        "wall_s": l.wall.as_secs_f64(),
+        "cpu_us": l.cpu_us,
+        "client_us": l.client_us,
+        "other_server_us": l.other_server_us,
+        "other_client_us": l.other_client_us,
+        "p99_us": l.p99_us,
+        "peak_rss_kib": l.peak_rss_kib,
+        "idle_rss_kib": l.idle_rss_kib,
+        "opens": l.opens,
+        "errors": l.errors,
+        "rps": l.rps(),
+        "cpu_per_req_us": l.cpu_per_req(),
+    })
+}
+
+fn idle_json(r: &Idle) -> Value {
+    json!({
+        "n": r.n,
+        "empty_kib": r.empty_kib,
+        "half_kib": r.half_kib,
+        "loaded_kib": r.loaded_kib,
+        "peak_kib": r.peak_kib,
+        "threads": r.threads,
+        "per_conn_b": r.per_conn(),
+        "marginal_b": r.marginal(),
+    })
+}
+
+/// Replaces the text between the README's markers with `section`.
+pub fn update_readme(path: &Path, section: &str) -> Result<(), String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let (Some(b), Some(e)) = (text.find(README_BEGIN), text.find(README_END)) else {
+        return Err(format!(
+            "{} has no `{README_BEGIN}` … `{README_END}` markers: add them where the \
+             section belongs",
+            path.display()
+        ));
+    };
+    if e < b {
+        return Err(format!("{}: the markers are out of order", path.display()));
+    }
+    let new = format!(
+        "{}{README_BEGIN}\n{}{}",
+        &text[..b],
+        section.trim_end_matches('\n').to_string() + "\n",
+        &text[e..]
+    );
+    write_atomic(path, &new)
+}
+
+/// Writes `path` through a `.tmp` file renamed over it.
+pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        l if l % 2 == 1 => v[l / 2],
+        l => (v[l / 2 - 1] + v[l / 2]) / 2.0,
+    }
+}
+
+pub fn fmt_us(us: f64) -> String {
+    if us.is_nan() {
+        "—".into()
+    } else if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+fn fmt_ratio(r: f64) -> String {
+    if r < 0.095 {
+        format!("{r:.3}×")
+    } else {
+        format!("{r:.2}×")
+    }
+}
+
+/// 1234567.8 -> "1,234,568".
+fn fmt_int(x: f64) -> String {
+    if !x.is_finite() {
+        return "—".into();
+    }
+    let neg = x < 0.0;
+    let digits = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if neg {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// "YYYY-MM-DD HH:MM UTC" now.
+fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}

@@ -1,0 +1,51 @@
+//! What the peers of `cargo bench --bench compare` share: the command line, the worker
+//! count and the routes' answers.
+//!
+//! Every peer takes `PORT` (0: a free one) as its one argument, reads `BENCH_WORKERS`
+//! (default 1) for its worker threads, serves `GET /` → `hello`, `POST /echo` → the body and
+//! `GET /json` → a small JSON object (the routes of `examples/bench_server.rs`), and once
+//! listening prints `<name> listening on <addr>` on stderr.
+
+use std::io;
+use std::net::SocketAddr;
+
+/// The body of `GET /`.
+pub const HELLO: &str = "hello";
+
+/// The body of `GET /json`, as axum's `Json` writes it.
+pub fn json_body() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ "message": "hello", "from": "bench" }))
+        .expect("a JSON literal serializes")
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// The listening address (127.0.0.1 and the port argument) and `BENCH_WORKERS`.
+pub fn args(name: &str) -> io::Result<(SocketAddr, usize)> {
+    let usage = || {
+        invalid(format!(
+            "usage: {name} PORT  (BENCH_WORKERS=N for N workers)"
+        ))
+    };
+    let mut args = std::env::args().skip(1);
+    let port: u16 = match args.next() {
+        Some(p) => p
+            .parse()
+            .map_err(|e| invalid(format!("bad port {p:?}: {e}")))?,
+        None => return Err(usage()),
+    };
+    if args.next().is_some() {
+        return Err(usage());
+    }
+    let workers = match std::env::var("BENCH_WORKERS") {
+        Ok(w) => w
+            .parse()
+            .ok()
+            .filter(|&n: &usize| n > 0)
+            .ok_or_else(|| invalid(format!("bad BENCH_WORKERS {w:?}")))?,
+        Err(_) => 1,
+    };
+    Ok((SocketAddr::from(([127, 0, 0, 1], port)), workers))
+}
