@@ -1,4 +1,5 @@
-//! The server side of `benches/http.rs`: one axum `Router`, served either by fibr or by
+//! fibr and axum in `benches/compare.rs` (and the server of `benches/client.rs`): one axum
+//! `Router`, served either by fibr or by
 //! `axum::serve` on tokio, with the same number of worker threads.
 //!
 //! ```sh
