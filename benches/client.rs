@@ -48,9 +48,17 @@ enum Which {
     Fibr,
     HyperUtilMt,
     HyperUtilCt,
+    /// No client library: keep-alive requests written and responses parsed by hand on
+    /// `fibr::net` sockets, one connection per task. What a native client could approach.
+    FibrRaw,
 }
 
-const CLIENTS: [Which; 3] = [Which::Fibr, Which::HyperUtilMt, Which::HyperUtilCt];
+const CLIENTS: [Which; 4] = [
+    Which::Fibr,
+    Which::HyperUtilMt,
+    Which::HyperUtilCt,
+    Which::FibrRaw,
+];
 
 impl Which {
     fn key(self) -> &'static str {
@@ -58,6 +66,7 @@ impl Which {
             Which::Fibr => "fibr",
             Which::HyperUtilMt => "mt",
             Which::HyperUtilCt => "ct",
+            Which::FibrRaw => "raw",
         }
     }
 
@@ -66,6 +75,7 @@ impl Which {
             Which::Fibr => "fibr::client (fibr, 1 loop + 1 worker)",
             Which::HyperUtilMt => "hyper-util legacy (tokio multi-thread, 1 worker)",
             Which::HyperUtilCt => "hyper-util legacy (tokio current-thread)",
+            Which::FibrRaw => "hand-written HTTP/1 on fibr::net (a native floor)",
         }
     }
 }
@@ -181,7 +191,10 @@ fn bench() -> Result<(), String> {
             median(cpu.iter().copied()) / fibr_cpu
         );
     }
-    for (i, &c) in CLIENTS.iter().enumerate().skip(1) {
+    for (i, &c) in CLIENTS.iter().enumerate() {
+        if !matches!(c, Which::HyperUtilMt | Which::HyperUtilCt) {
+            continue;
+        }
         let ratio = fibr_cpu / median(samples[i].iter().map(Sample::cpu_per_req));
         println!(
             "fibr CPU/request vs {}: {ratio:.2}x (goal <= {GOAL}x): {}",
@@ -206,6 +219,35 @@ fn range(v: &[f64], decimals: usize) -> String {
     let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     format!("{m:.decimals$} ({lo:.decimals$}–{hi:.decimals$})")
+}
+
+/// One request and its whole response (Content-Length framed) on a kept-alive connection.
+async fn raw_exchange(s: &fibr::net::TcpStream, request: &[u8], buf: &mut [u8]) -> bool {
+    if s.write_all(request).await.is_err() {
+        return false;
+    }
+    let mut have = 0;
+    loop {
+        match s.read(&mut buf[have..]).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => have += n,
+        }
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut res = httparse::Response::new(&mut headers);
+        let Ok(httparse::Status::Complete(head)) = res.parse(&buf[..have]) else {
+            continue;
+        };
+        let len = res
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+            .and_then(|h| std::str::from_utf8(h.value).ok()?.parse::<usize>().ok());
+        match len {
+            Some(len) if have >= head + len => return res.code == Some(200),
+            Some(_) => {}
+            None => return false,
+        }
+    }
 }
 
 /// Runs `which` on a fresh runtime: warm-up, then one measured phase.
@@ -254,6 +296,45 @@ fn measure(which: Which, uri: &Uri, phase: Duration) -> Result<Sample, String> {
                 }
             });
             drop(client);
+            engine.shutdown(Duration::from_secs(1));
+            s
+        }
+        Which::FibrRaw => {
+            let config = fibr::Config {
+                workers: 1,
+                event_loops: 1,
+                thread_name: "fclient".into(),
+                ..fibr::Config::default()
+            };
+            let engine = fibr::Engine::new(config, []).map_err(|e| format!("fibr engine: {e}"))?;
+            let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+            let tasks: Vec<_> = (0..IN_FLIGHT)
+                .map(|_| {
+                    let (load, authority) = (load.clone(), authority.clone());
+                    engine.spawn(async move {
+                        let request = format!("GET / HTTP/1.1\r\nhost: {authority}\r\n\r\n");
+                        let Ok(s) = fibr::net::TcpStream::connect(authority.as_str()).await else {
+                            load.count(false);
+                            return;
+                        };
+                        let mut buf = vec![0u8; 16 * 1024];
+                        while !load.stop.load(Ordering::Relaxed) {
+                            let ok = raw_exchange(&s, request.as_bytes(), &mut buf).await;
+                            load.count(ok);
+                            if !ok {
+                                return;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let s = observe(&load, phase);
+            stop.store(true, Ordering::Relaxed);
+            engine.block_on(async {
+                for t in tasks {
+                    let _ = fibr::time::timeout(IO_TIMEOUT, t).await;
+                }
+            });
             engine.shutdown(Duration::from_secs(1));
             s
         }
