@@ -93,6 +93,7 @@ const F_OPENED: u32 = 1 << 6;
 const F_OVER_HIGH: u32 = 1 << 7; // reached the high watermark (on_drained owed)
 const F_SHUT_WR: u32 = 1 << 8; // shutdown_write requested
 const F_PEER_FIN: u32 = 1 << 9; // the poller saw the peer's FIN (or a hang-up)
+const F_DETACHED: u32 = 1 << 10; // the socket lives on in another owner (no linger)
 
 /// How many rounds a connection runs back to back before letting others go first.
 const ROUNDS_PER_TURN: usize = 4;
@@ -481,7 +482,8 @@ impl ConnInner {
         let Some(timeout) = self.rt.config.linger_timeout else {
             return false;
         };
-        if self.kind == Kind::Udp || self.flag(F_EOF | F_CONNECTING) || io.fd.is_none() {
+        if self.kind == Kind::Udp || self.flag(F_EOF | F_CONNECTING | F_DETACHED) || io.fd.is_none()
+        {
             return false;
         }
         let waker = Waker::from(Arc::new(ConnWaker(self.clone())));
@@ -808,6 +810,8 @@ impl Conn {
     #[cfg(feature = "hyper")]
     pub(crate) fn detach_stream(&self) -> io::Result<crate::net::Stream> {
         let fd = socket::dup(self.inner.fd)?;
+        // A lingering close would shut the socket down under its new owner.
+        self.inner.set(F_DETACHED);
         self.hold_reads();
         self.close();
         match self.inner.kind {
