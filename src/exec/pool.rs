@@ -24,7 +24,7 @@
 //! retire after idling for `idle_timeout`.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::{self, Thread};
@@ -33,6 +33,12 @@ use std::time::{Duration, Instant};
 /// A unit of work: a connection's round or a spawned future's poll.
 pub(crate) trait Runnable: Send + Sync + 'static {
     fn run(self: Arc<Self>);
+    /// The pool shut down with this job queued: drop what it holds instead of running it.
+    /// (The caller owns the job's scheduled state, as a worker would.)
+    fn cancel(self: Arc<Self>) {}
+    /// The pool shut down while this (detached, registered) job was idle: cancel it if it
+    /// is idle indeed.
+    fn release(self: Arc<Self>) {}
 }
 
 pub(crate) type Job = Arc<dyn Runnable>;
@@ -85,6 +91,9 @@ struct Inner {
     live: AtomicUsize,
     /// Workers stuck in a task that a replacement was started for (counted in `live`).
     stuck: AtomicUsize,
+    /// Detached tasks not finished yet, by address: they keep themselves alive (as tokio's
+    /// do), so shutdown must find them to drop their futures and what those hold.
+    detached: Mutex<HashMap<usize, Weak<dyn Runnable>>>,
     shutdown: AtomicBool,
     /// Signalled when the last worker exits.
     exited: Condvar,
@@ -169,6 +178,7 @@ impl Pool {
             driving: AtomicUsize::new(0),
             live: AtomicUsize::new(0),
             stuck: AtomicUsize::new(0),
+            detached: Mutex::new(HashMap::new()),
             shutdown: AtomicBool::new(false),
             exited: Condvar::new(),
             next_id: AtomicUsize::new(0),
@@ -245,11 +255,44 @@ impl Pool {
             }
             st = self.inner.exited.wait_timeout(st, until - now).unwrap().0;
         }
-        // Tasks still queued are dropped (their futures with them).
-        let rest: Vec<Job> = st.queue.drain(..).collect();
-        self.inner.queued.store(0, Ordering::Release);
         drop(st);
-        drop(rest);
+        // Tasks still queued, and detached ones waiting for a wake-up that will not come,
+        // are cancelled: their futures dropped here. Dropping one may wake or detach
+        // others, hence the passes (bounded: a future that spawns on drop cannot loop us).
+        for _ in 0..16 {
+            let queued: Vec<Job> = {
+                let mut st = self.inner.state.lock().unwrap();
+                self.inner.queued.store(0, Ordering::Release);
+                st.queue.drain(..).collect()
+            };
+            let detached: Vec<Weak<dyn Runnable>> = self
+                .inner
+                .detached
+                .lock()
+                .unwrap()
+                .drain()
+                .map(|(_, t)| t)
+                .collect();
+            if queued.is_empty() && detached.is_empty() {
+                break;
+            }
+            for job in queued {
+                job.cancel();
+            }
+            for task in detached.iter().filter_map(Weak::upgrade) {
+                task.release();
+            }
+        }
+    }
+
+    /// Registers a detached task (see `Inner::detached`).
+    pub fn track_detached(&self, key: usize, task: Weak<dyn Runnable>) {
+        self.inner.detached.lock().unwrap().insert(key, task);
+    }
+
+    /// A detached task finished.
+    pub fn untrack_detached(&self, key: usize) {
+        self.inner.detached.lock().unwrap().remove(&key);
     }
 }
 

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 /// Event bits of a task (see [`SchedState`]).
@@ -104,7 +104,7 @@ where
     F::Output: Send + 'static,
 {
     fn complete(&self, out: Result<F::Output, JoinError>) {
-        let (waker, _keep) = {
+        let (waker, keep) = {
             let mut j = self.join.lock().unwrap();
             j.done = true;
             if !j.detached {
@@ -112,9 +112,28 @@ where
             }
             (j.waker.take(), self.keep.lock().unwrap().take())
         };
+        if keep.is_some() {
+            self.pool.untrack_detached(self as *const Self as usize);
+        }
         if let Some(w) = waker {
             w.wake();
         }
+    }
+
+    /// Drops the future without polling it (the caller holds the scheduled flag).
+    fn cancel_now(&self) {
+        // SAFETY: the caller holds the scheduled flag, so no other thread touches the
+        // future (see the `Sync` impl).
+        let fut = unsafe { &mut *self.future.get() }.take();
+        if fut.is_none() {
+            return;
+        }
+        if catch_unwind(AssertUnwindSafe(|| drop(fut))).is_err() {
+            tracing::error!("dropping a cancelled task panicked");
+        }
+        self.complete(Err(JoinError {
+            repr: JoinErrorRepr::Cancelled,
+        }));
     }
 
     fn wake_arc(self: Arc<Self>) {
@@ -214,6 +233,17 @@ where
             pool.yield_job(self);
         }
     }
+
+    fn cancel(self: Arc<Self>) {
+        self.cancel_now();
+    }
+
+    fn release(self: Arc<Self>) {
+        // Idle (not queued, not running) until now: the abort makes it ours to cancel.
+        if self.state.notify(ABORT) {
+            self.cancel_now();
+        }
+    }
 }
 
 /// The type-erased side of a task that its [`JoinHandle`] sees.
@@ -261,6 +291,11 @@ where
             // A detached task belongs to the runtime until it finishes, even if nothing
             // else (no waker) refers to it, as with tokio.
             *self.keep.lock().unwrap() = Some(self.clone());
+            // Under the join lock, so `complete` (which sets `done` under it and untracks
+            // after) cannot slip in between and leave a stale entry.
+            let key = Arc::as_ptr(&self) as *const () as usize;
+            let weak: Weak<dyn Runnable> = Arc::downgrade(&(self.clone() as Arc<dyn Runnable>));
+            self.pool.track_detached(key, weak);
         }
     }
 }

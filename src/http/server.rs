@@ -156,11 +156,13 @@ impl<M> Shared<M> {
     /// Graceful shutdown: idle connections close now, busy ones after their response.
     pub(crate) fn start_draining(&self) {
         self.draining.store(true, Ordering::Release);
-        let conns = std::mem::take(&mut *self.conns.lock().unwrap());
+        // A snapshot: the list itself stays, so a connection closing meanwhile is still
+        // forgotten (taking the list out and putting it back would resurrect it, and with
+        // it a cycle that keeps the whole runtime alive).
+        let conns = self.conns.lock().unwrap().clone();
         for c in conns.iter() {
             c.waker().wake();
         }
-        *self.conns.lock().unwrap() = conns;
         if self.live.load(Ordering::Acquire) == 0 {
             self.drained.notify();
         }
