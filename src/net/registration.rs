@@ -8,16 +8,28 @@
 use crate::reactor::{Command, Loop, ReadyCtx, Source};
 use crate::runtime::Runtime;
 use crate::sys::{Event, Interest};
+#[cfg(fibr_loom)]
+use loom::sync::{
+    atomic::{AtomicU64, Ordering},
+    Mutex,
+};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(not(fibr_loom))]
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Mutex,
+};
 use std::task::{Context, Poll, Waker};
 
 const READABLE: u64 = 1;
 const WRITABLE: u64 = 2;
 const CLOSED: u64 = 4;
-const TICK: u64 = 8;
+/// The loop gave up on the source (it could not be registered, the engine's shutdown
+/// deadline passed, or the loop stopped): no event will ever come again. Never cleared.
+const ABORTED: u64 = 8;
+const TICK: u64 = 16;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Direction {
@@ -70,12 +82,20 @@ impl Source for IoSource {
     }
 
     fn loop_stopped(&self) {
-        self.set_ready(CLOSED);
+        self.set_ready(CLOSED | ABORTED);
     }
 
     fn abort(&self) {
-        self.set_ready(CLOSED);
+        self.set_ready(CLOSED | ABORTED);
     }
+}
+
+/// The error of I/O on a source its loop gave up on.
+fn aborted() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "the socket's event loop stopped or gave up on it",
+    )
 }
 
 impl IoSource {
@@ -92,6 +112,68 @@ impl IoSource {
         };
         if interest.readable || interest.writable {
             lp.rearm(self.fd.as_raw_fd(), token, interest);
+        }
+    }
+
+    /// One wait of the readiness protocol: runs `op` until it stops returning
+    /// `WouldBlock`; then clears this direction's readiness (unless newer readiness
+    /// arrived, in which case it tries again) and parks the waker. Pending means parked:
+    /// the caller re-arms a one-shot registration. `stopped` ends the wait with an error.
+    fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        mut op: impl FnMut() -> io::Result<R>,
+        stopped: impl Fn() -> bool,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let seen = self.readiness.load(Ordering::Acquire);
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => return Poll::Ready(other),
+            }
+            if seen & ABORTED != 0 {
+                return Poll::Ready(Err(aborted()));
+            }
+            if stopped() {
+                return Poll::Ready(Err(io::Error::other("the fibr runtime has been shut down")));
+            }
+            // Would block: clear this direction's readiness unless new readiness arrived.
+            let cleared = seen & !dir.bits();
+            if self
+                .readiness
+                .compare_exchange(seen, cleared, Ordering::AcqRel, Ordering::Acquire)
+                .is_err()
+            {
+                continue;
+            }
+            *self.waiter(dir).lock().unwrap() = Some(cx.waker().clone());
+            // Readiness may have come while the waker was being stored.
+            if self.readiness.load(Ordering::Acquire) != cleared {
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+
+    /// Waits until the descriptor is ready in `dir` (or aborted), without doing I/O.
+    fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<()> {
+        let wanted = dir.bits() | ABORTED;
+        if self.readiness.load(Ordering::Acquire) & wanted != 0 {
+            return Poll::Ready(());
+        }
+        *self.waiter(dir).lock().unwrap() = Some(cx.waker().clone());
+        if self.readiness.load(Ordering::Acquire) & wanted != 0 {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
+    fn waiter(&self, dir: Direction) -> &Mutex<Option<Waker>> {
+        match dir {
+            Direction::Read => &self.readers,
+            Direction::Write => &self.writers,
         }
     }
 
@@ -169,56 +251,23 @@ impl Registration {
         dir: Direction,
         mut op: impl FnMut(RawFd) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        loop {
-            let seen = self.src.readiness.load(Ordering::Acquire);
-            match op(self.fd()) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                other => return Poll::Ready(other),
-            }
-            if self.rt.is_stopped() {
-                return Poll::Ready(Err(io::Error::other("the fibr runtime has been shut down")));
-            }
-            // Would block: clear this direction's readiness unless new readiness arrived.
-            let cleared = seen & !dir.bits();
-            if self
-                .src
-                .readiness
-                .compare_exchange(seen, cleared, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                continue;
-            }
-            let slot = match dir {
-                Direction::Read => &self.src.readers,
-                Direction::Write => &self.src.writers,
-            };
-            *slot.lock().unwrap() = Some(cx.waker().clone());
-            // Readiness may have come while the waker was being stored.
-            if self.src.readiness.load(Ordering::Acquire) != cleared {
-                continue;
-            }
+        let fd = self.fd();
+        let r = self
+            .src
+            .poll_io(cx, dir, || op(fd), || self.rt.is_stopped());
+        if r.is_pending() {
             self.rearm();
-            return Poll::Pending;
         }
+        r
     }
 
     /// Waits until the descriptor is ready in `dir` (without doing I/O).
     pub fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<()> {
-        let seen = self.src.readiness.load(Ordering::Acquire);
-        if seen & dir.bits() != 0 {
-            return Poll::Ready(());
+        let r = self.src.poll_ready(cx, dir);
+        if r.is_pending() {
+            self.rearm();
         }
-        let slot = match dir {
-            Direction::Read => &self.src.readers,
-            Direction::Write => &self.src.writers,
-        };
-        *slot.lock().unwrap() = Some(cx.waker().clone());
-        if self.src.readiness.load(Ordering::Acquire) & dir.bits() != 0 {
-            return Poll::Ready(());
-        }
-        self.rearm();
-        Poll::Pending
+        r
     }
 
     fn rearm(&self) {
@@ -234,5 +283,218 @@ impl Drop for Registration {
             self.src.clone(),
             self.src.fd.as_raw_fd(),
         ));
+    }
+}
+
+#[cfg(all(test, fibr_loom))]
+mod loom_tests {
+    //! The readiness word's protocol under every interleaving loom finds: the loop's
+    //! `IoSource::set_ready` / `abort` against a task in `IoSource::poll_io` / `poll_ready`
+    //! (what `Registration`'s methods run, less the one-shot re-arm). The "socket" is an atomic
+    //! byte count the loop fills before it reports the edge, as the kernel does.
+
+    use super::{Direction, IoSource, CLOSED, READABLE, WRITABLE};
+    use crate::reactor::Source;
+    use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use loom::sync::Mutex;
+    use loom::thread;
+    use std::io;
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    fn source() -> Arc<IoSource> {
+        let fd = std::fs::File::open("/dev/null")
+            .expect("open /dev/null")
+            .into();
+        Arc::new(IoSource {
+            fd,
+            token: AtomicU64::new(u64::MAX),
+            readiness: AtomicU64::new(0),
+            readers: Mutex::new(None),
+            writers: Mutex::new(None),
+            arm: Mutex::new(()),
+        })
+    }
+
+    /// A waker that counts its wake-ups.
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting_waker() -> (Arc<Count>, Waker) {
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    /// A non-blocking read of the modelled socket: all bytes queued, or WouldBlock.
+    fn read(queued: &AtomicUsize) -> io::Result<usize> {
+        match queued.swap(0, Ordering::SeqCst) {
+            0 => Err(io::ErrorKind::WouldBlock.into()),
+            n => Ok(n),
+        }
+    }
+
+    /// The edge-triggered lost wake-up: data arrives (and the loop reports the one edge it
+    /// will ever get) while the task is between a read that would block and parking.
+    /// Either the task reads the data now, or it is woken, and the next poll reads it.
+    #[test]
+    fn readable_edge_is_never_lost() {
+        loom::model(|| {
+            let src = source();
+            let queued = Arc::new(AtomicUsize::new(0));
+            let (src2, queued2) = (src.clone(), queued.clone());
+            let lp = thread::spawn(move || {
+                queued2.fetch_add(1, Ordering::SeqCst);
+                src2.set_ready(READABLE);
+            });
+            let (count, waker) = counting_waker();
+            let mut cx = Context::from_waker(&waker);
+            let first = src.poll_io(&mut cx, Direction::Read, || read(&queued), || false);
+            lp.join().unwrap();
+            match first {
+                Poll::Ready(r) => assert_eq!(r.unwrap(), 1),
+                Poll::Pending => {
+                    assert!(
+                        count.0.load(Ordering::SeqCst) >= 1,
+                        "parked with readiness reported and no wake-up"
+                    );
+                    match src.poll_io(&mut cx, Direction::Read, || read(&queued), || false) {
+                        Poll::Ready(r) => assert_eq!(r.unwrap(), 1),
+                        Poll::Pending => panic!("woken, but the data was not there"),
+                    }
+                }
+            }
+            assert_eq!(queued.load(Ordering::SeqCst), 0);
+        });
+    }
+
+    /// Two edges for one task, the second possibly racing the task's would-block clear
+    /// (the tick must make that clear fail): the task polls until it parks, then, like an
+    /// executor, polls again whenever it was woken. By the end it has read every byte.
+    #[test]
+    fn clear_never_erases_newer_readiness() {
+        loom::model(|| {
+            let src = source();
+            let queued = Arc::new(AtomicUsize::new(0));
+            let (src2, queued2) = (src.clone(), queued.clone());
+            let lp = thread::spawn(move || {
+                for _ in 0..2 {
+                    queued2.fetch_add(1, Ordering::SeqCst);
+                    src2.set_ready(READABLE);
+                }
+            });
+            let (count, waker) = counting_waker();
+            let mut cx = Context::from_waker(&waker);
+            let mut got = 0;
+            let mut run = |got: &mut usize| {
+                while let Poll::Ready(r) =
+                    src.poll_io(&mut cx, Direction::Read, || read(&queued), || false)
+                {
+                    *got += r.unwrap();
+                }
+            };
+            run(&mut got);
+            lp.join().unwrap();
+            let mut handled = 0;
+            while count.0.load(Ordering::SeqCst) > handled {
+                handled = count.0.load(Ordering::SeqCst);
+                run(&mut got);
+            }
+            assert_eq!(got, 2, "parked with a byte unread and no wake-up to come");
+        });
+    }
+
+    /// A reader and a writer parked on the same word while one event reports both
+    /// directions: neither clear may swallow the other direction's readiness.
+    #[test]
+    fn reader_and_writer_both_hear_one_event() {
+        // Three threads and two mutexes: bound the preemptions (3 covers every ordering of
+        // the two tasks' clear/store/re-check around the one event) to keep this ~5 s.
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let src = source();
+            let queued = Arc::new(AtomicUsize::new(0));
+            let room = Arc::new(AtomicBool::new(false));
+            let (src2, queued2, room2) = (src.clone(), queued.clone(), room.clone());
+            let lp = thread::spawn(move || {
+                queued2.fetch_add(1, Ordering::SeqCst);
+                room2.store(true, Ordering::SeqCst);
+                src2.set_ready(READABLE | WRITABLE);
+            });
+            let (src3, room3) = (src.clone(), room.clone());
+            let writer = thread::spawn(move || {
+                let (count, waker) = counting_waker();
+                let mut cx = Context::from_waker(&waker);
+                let write = || match room3.load(Ordering::SeqCst) {
+                    true => Ok(1usize),
+                    false => Err(io::Error::from(io::ErrorKind::WouldBlock)),
+                };
+                let first = src3.poll_io(&mut cx, Direction::Write, write, || false);
+                (first.is_ready(), count)
+            });
+            let (count, waker) = counting_waker();
+            let mut cx = Context::from_waker(&waker);
+            let reader_ready = src.poll_io(&mut cx, Direction::Read, || read(&queued), || false);
+            lp.join().unwrap();
+            let (writer_ready, wcount) = writer.join().unwrap();
+            assert!(
+                reader_ready.is_ready() || count.0.load(Ordering::SeqCst) >= 1,
+                "reader parked and never woken"
+            );
+            assert!(
+                writer_ready || wcount.0.load(Ordering::SeqCst) >= 1,
+                "writer parked and never woken"
+            );
+        });
+    }
+
+    /// `poll_ready` (wait without I/O) against the loop's report.
+    #[test]
+    fn poll_ready_is_never_lost() {
+        loom::model(|| {
+            let src = source();
+            let src2 = src.clone();
+            let lp = thread::spawn(move || src2.set_ready(WRITABLE));
+            let (count, waker) = counting_waker();
+            let mut cx = Context::from_waker(&waker);
+            let r = src.poll_ready(&mut cx, Direction::Write);
+            lp.join().unwrap();
+            assert!(r.is_ready() || count.0.load(Ordering::SeqCst) >= 1);
+            assert!(src.poll_ready(&mut cx, Direction::Write).is_ready());
+        });
+    }
+
+    /// An aborted source (the loop could not register the descriptor, or `AbortAll` at an
+    /// engine's shutdown deadline) reports CLOSED once and will never report anything
+    /// again. A task whose I/O then would block must not park: nothing would wake it.
+    /// (A would-block clear used to take CLOSED with it and park the task for good; the
+    /// sticky ABORTED bit is what this checks.)
+    #[test]
+    fn abort_is_not_swallowed_by_a_clear() {
+        loom::model(|| {
+            let src = source();
+            let src2 = src.clone();
+            let lp = thread::spawn(move || src2.abort());
+            let (_count, waker) = counting_waker();
+            let mut cx = Context::from_waker(&waker);
+            let never = || -> io::Result<usize> { Err(io::ErrorKind::WouldBlock.into()) };
+            let first = src.poll_io(&mut cx, Direction::Read, never, || false);
+            lp.join().unwrap();
+            assert!(src.readiness.load(Ordering::SeqCst) & CLOSED != 0 || first.is_pending());
+            // After the abort, every poll must end (an error), never park.
+            assert!(
+                src.poll_io(&mut cx, Direction::Read, never, || false)
+                    .is_ready(),
+                "parked on an aborted source: no event will ever wake this task"
+            );
+        });
     }
 }

@@ -1,9 +1,18 @@
 //! Timers kept by an event loop in a min-heap; cancelled entries are dropped lazily.
 
+#[cfg(fibr_loom)]
+use loom::sync::{
+    atomic::{AtomicU8, Ordering},
+    Mutex,
+};
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(not(fibr_loom))]
+use std::sync::{
+    atomic::{AtomicU8, Ordering},
+    Mutex,
+};
 use std::task::Waker;
 use std::time::Instant;
 
@@ -142,5 +151,174 @@ impl Timers {
             return Some(top.0.deadline);
         }
         None
+    }
+}
+
+#[cfg(all(test, fibr_loom))]
+mod loom_tests {
+    //! A timer entry shared by its `Sleep` future (poll, re-poll from another task, reset,
+    //! drop) and the loop (`Timers::fire_due`): every interleaving loom finds. The loop side
+    //! is the real `Timers`; the future side runs `Sleep::poll`'s steps (mirrored in
+    //! `poll_sleep`, since `Sleep` needs a runtime to arm; keep the two in step).
+
+    use super::{TimerEntry, Timers};
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use loom::thread;
+    use std::sync::Arc;
+    use std::task::{Poll, Wake, Waker};
+    use std::time::Instant;
+
+    /// A waker that counts its wake-ups.
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counting_waker() -> (Arc<Count>, Waker) {
+        let c = Arc::new(Count(AtomicUsize::new(0)));
+        (c.clone(), Waker::from(c))
+    }
+
+    fn wakes(c: &Count) -> usize {
+        c.0.load(Ordering::SeqCst)
+    }
+
+    /// `Sleep::poll` with an armed entry, step for step.
+    fn poll_sleep(e: &TimerEntry, waker: &Waker) -> Poll<()> {
+        if e.has_fired() {
+            return Poll::Ready(());
+        }
+        e.set_waker(waker);
+        if e.has_fired() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// The loop's turn: fire what is due and wake it, as `run_loop` does.
+    fn loop_turn(timers: &mut Timers, now: Instant) -> usize {
+        let mut wake = Vec::new();
+        timers.fire_due(now, &mut wake);
+        let n = wake.len();
+        for w in wake {
+            w.wake();
+        }
+        n
+    }
+
+    /// Fire against cancel (a `Sleep` dropped, or `reset`, at its deadline): exactly one
+    /// wins. If the timer fired, its waker was woken exactly once; if it was cancelled, it
+    /// never fires and the waker is not woken.
+    #[test]
+    fn fire_or_cancel_exactly_once() {
+        loom::model(|| {
+            let now = Instant::now();
+            let (count, waker) = counting_waker();
+            let e = TimerEntry::new(now, waker);
+            let mut timers = Timers::default();
+            timers.add(e.clone());
+            let lp = thread::spawn(move || {
+                let fired = loop_turn(&mut timers, now);
+                // Nothing is left to fire a second time.
+                assert_eq!(loop_turn(&mut timers, now), 0);
+                assert_eq!(timers.next_deadline(), None);
+                fired
+            });
+            e.cancel();
+            let fired = lp.join().unwrap();
+            assert!(fired <= 1);
+            assert_eq!(
+                e.has_fired(),
+                fired == 1,
+                "fired without a wake or the reverse"
+            );
+            assert_eq!(wakes(&count), fired, "woken {} times", wakes(&count));
+            // A cancelled entry keeps no waker (it would pin the task).
+            if fired == 0 {
+                assert!(e.waker.lock().unwrap().is_none());
+            }
+        });
+    }
+
+    /// Fire against a re-poll from another task (the future moved, e.g. a `timeout` passed
+    /// between tasks): the newest waker must learn of the fire, either by `poll` returning
+    /// Ready or by being woken. Waking only the old waker would be a lost wake-up.
+    #[test]
+    fn fire_during_repoll_reaches_the_new_waker() {
+        loom::model(|| {
+            let now = Instant::now();
+            let (old_count, old) = counting_waker();
+            let e = TimerEntry::new(now, old);
+            let mut timers = Timers::default();
+            timers.add(e.clone());
+            let lp = thread::spawn(move || loop_turn(&mut timers, now));
+            let (new_count, new) = counting_waker();
+            let polled = poll_sleep(&e, &new);
+            assert_eq!(lp.join().unwrap(), 1, "a due timer did not fire");
+            assert!(
+                polled.is_ready() || wakes(&new_count) == 1,
+                "pending with the timer fired and the new waker never woken"
+            );
+            assert!(wakes(&old_count) + wakes(&new_count) == 1, "woken twice");
+            assert!(poll_sleep(&e, &new).is_ready());
+        });
+    }
+
+    /// Reschedule (`Sleep::reset` then a poll arms a new entry) while the loop fires the
+    /// old one: the old entry fires at most once (a spurious wake-up is fine), the new one
+    /// fires exactly once when due, and a cancelled entry left in the heap never fires.
+    #[test]
+    fn reset_races_fire_of_the_old_entry() {
+        loom::model(|| {
+            let t0 = Instant::now();
+            let t1 = t0 + std::time::Duration::from_millis(1);
+            let (count, waker) = counting_waker();
+            let old = TimerEntry::new(t0, waker.clone());
+            let timers = Arc::new(loom::sync::Mutex::new(Timers::default()));
+            timers.lock().unwrap().add(old.clone());
+            let timers2 = timers.clone();
+            let lp = thread::spawn(move || loop_turn(&mut timers2.lock().unwrap(), t0));
+            // The task: reset (cancel the old entry), then the next poll arms a new one.
+            old.cancel();
+            let new = TimerEntry::new(t1, waker.clone());
+            timers.lock().unwrap().add(new.clone());
+            let first = lp.join().unwrap();
+            assert!(first <= 1);
+            assert!(!new.has_fired(), "the new entry fired before its deadline");
+            // Later turn, past both deadlines: only the new entry fires.
+            let second = loop_turn(&mut timers.lock().unwrap(), t1);
+            assert_eq!(second, 1, "the rescheduled timer did not fire exactly once");
+            assert!(new.has_fired());
+            assert_eq!(wakes(&count), first + second);
+            assert_eq!(loop_turn(&mut timers.lock().unwrap(), t1), 0);
+        });
+    }
+
+    /// Cancel against a waker update: a `Sleep` polled and dropped on two tasks at once
+    /// (cannot happen through `&mut`, but the entry is shared with the loop) still never
+    /// fires after the cancel.
+    #[test]
+    fn cancel_then_fire_never_wakes() {
+        loom::model(|| {
+            let now = Instant::now();
+            let (count, waker) = counting_waker();
+            let e = TimerEntry::new(now, waker.clone());
+            let e2 = e.clone();
+            let t = thread::spawn(move || e2.cancel());
+            let _ = poll_sleep(&e, &waker);
+            t.join().unwrap();
+            let mut timers = Timers::default();
+            timers.add(e.clone());
+            assert_eq!(loop_turn(&mut timers, now), 0);
+            assert_eq!(wakes(&count), 0);
+            assert!(!e.has_fired());
+        });
     }
 }
