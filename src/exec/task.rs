@@ -164,18 +164,24 @@ where
         Self::vt_drop,
     );
 
+    /// # Safety
+    /// `p` comes from `Arc::as_ptr` of a live `Arc<Task<F>>` (the waker vtable contract).
     unsafe fn vt_clone(p: *const ()) -> RawWaker {
         // SAFETY: `p` came from Arc::as_ptr of a live Arc<Task<F>>; the clone owns one count.
         unsafe { Arc::increment_strong_count(p as *const Self) };
         RawWaker::new(p, Self::VTABLE)
     }
 
+    /// # Safety
+    /// `p` comes from `Arc::as_ptr` of a live `Arc<Task<F>>` (the waker vtable contract).
     unsafe fn vt_wake(p: *const ()) {
         // SAFETY: an owned waker holds one strong count, which this consumes.
         let arc = unsafe { Arc::from_raw(p as *const Self) };
         arc.wake_arc();
     }
 
+    /// # Safety
+    /// `p` comes from `Arc::as_ptr` of a live `Arc<Task<F>>` (the waker vtable contract).
     unsafe fn vt_wake_by_ref(p: *const ()) {
         // SAFETY: `p` is a live Arc<Task<F>>; take a count for the scheduled reference.
         unsafe { Arc::increment_strong_count(p as *const Self) };
@@ -184,6 +190,8 @@ where
         arc.wake_arc();
     }
 
+    /// # Safety
+    /// `p` comes from `Arc::as_ptr` of a live `Arc<Task<F>>` (the waker vtable contract).
     unsafe fn vt_drop(p: *const ()) {
         // SAFETY: an owned waker holds one strong count, which this gives back.
         drop(unsafe { Arc::from_raw(p as *const Self) });
