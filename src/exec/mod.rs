@@ -1,5 +1,7 @@
 //! The worker pool and task executor: `spawn`, `JoinHandle`, `block_on`.
 
+mod drive_gate;
+mod next_slot;
 pub(crate) mod pool;
 pub(crate) mod state;
 mod task;

@@ -23,6 +23,8 @@
 //! (up to `max_workers`), and its next slot is moved to the shared queue. Extra workers
 //! retire after idling for `idle_timeout`.
 
+use super::drive_gate::DriveGate;
+use super::next_slot::NextSlot;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -82,12 +84,8 @@ pub(crate) struct Pool {
 struct Inner {
     cfg: PoolConfig,
     state: Mutex<Shared>,
-    /// Mirrors `state.queue.len()` so the hot path can skip the lock when it is empty.
-    queued: AtomicUsize,
-    /// Workers blocked (or about to block) in a loop's wait. With `queued` this forms a
-    /// Dekker pair (both SeqCst): a submitter that finds no parked worker sees either a
-    /// driving worker to interrupt, or the worker sees the queued task before it waits.
-    driving: AtomicUsize,
+    /// Workers waiting in a loop's poller, and the pact that keeps them from missing work.
+    drive_gate: DriveGate,
     live: AtomicUsize,
     /// Workers stuck in a task that a replacement was started for (counted in `live`).
     stuck: AtomicUsize,
@@ -116,42 +114,7 @@ struct Worker {
     seq: AtomicU64,
     /// Set by the monitor once a replacement was started for this stuck worker.
     replaced: AtomicBool,
-    next: NextSlot,
-}
-
-/// The next slot: touched by its owner on every hand-off and by the monitor only when it
-/// rescues a stuck worker, so a spin lock whose unlock is a plain store beats a Mutex
-/// (whose unlock is an atomic swap).
-struct NextSlot {
-    locked: AtomicBool,
-    job: std::cell::UnsafeCell<Option<Job>>,
-}
-
-// SAFETY: `job` is only accessed while `locked` is held.
-unsafe impl Sync for NextSlot {}
-
-impl NextSlot {
-    fn new() -> NextSlot {
-        NextSlot {
-            locked: AtomicBool::new(false),
-            job: std::cell::UnsafeCell::new(None),
-        }
-    }
-
-    #[inline]
-    fn with<R>(&self, f: impl FnOnce(&mut Option<Job>) -> R) -> R {
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
-        }
-        // SAFETY: we hold the lock.
-        let r = f(unsafe { &mut *self.job.get() });
-        self.locked.store(false, Ordering::Release);
-        r
-    }
+    next: NextSlot<Job>,
 }
 
 thread_local! {
@@ -174,8 +137,7 @@ impl Pool {
                 idle: Vec::new(),
                 all: Vec::new(),
             }),
-            queued: AtomicUsize::new(0),
-            driving: AtomicUsize::new(0),
+            drive_gate: DriveGate::new(),
             live: AtomicUsize::new(0),
             stuck: AtomicUsize::new(0),
             detached: Mutex::new(HashMap::new()),
@@ -262,7 +224,7 @@ impl Pool {
         for _ in 0..16 {
             let queued: Vec<Job> = {
                 let mut st = self.inner.state.lock().unwrap();
-                self.inner.queued.store(0, Ordering::Release);
+                self.inner.drive_gate.set_queued(0);
                 st.queue.drain(..).collect()
             };
             let detached: Vec<Weak<dyn Runnable>> = self
@@ -390,7 +352,7 @@ impl Inner {
         if added == 0 {
             return;
         }
-        self.queued.store(st.queue.len(), Ordering::SeqCst);
+        self.drive_gate.set_queued(st.queue.len());
         // Wake only when the queue goes from empty to not: if it already held work, a
         // worker was woken for it (or none was idle), and whoever takes that work wakes
         // the next one if more remains ("one wake-up per hop"). A burst from one thread
@@ -402,7 +364,7 @@ impl Inner {
                 w.woken.store(true, Ordering::Release);
                 w.thread.unpark();
             }
-            None if before == 0 && self.driving.load(Ordering::SeqCst) > 0 => {
+            None if before == 0 && self.drive_gate.must_interrupt() => {
                 if let Some(driver) = &self.cfg.driver {
                     driver.interrupt();
                 }
@@ -413,12 +375,12 @@ impl Inner {
 
     /// Takes a task from the shared queue, waking one more worker if more remain.
     fn pop(&self) -> Option<Job> {
-        if self.queued.load(Ordering::Acquire) == 0 {
+        if self.drive_gate.queued() == 0 {
             return None;
         }
         let mut st = self.state.lock().unwrap();
         let job = st.queue.pop_front();
-        self.queued.store(st.queue.len(), Ordering::Release);
+        self.drive_gate.set_queued(st.queue.len());
         let wake = if !st.queue.is_empty() {
             st.idle.pop()
         } else {
@@ -448,7 +410,7 @@ impl Inner {
         st.idle.retain(|w| !Arc::ptr_eq(w, me));
         if let Some(job) = me.next.with(|n| n.take()) {
             st.queue.push_back(job);
-            self.queued.store(st.queue.len(), Ordering::Release);
+            self.drive_gate.set_queued(st.queue.len());
             if st.queue.len() == 1 {
                 if let Some(w) = st.idle.pop() {
                     w.woken.store(true, Ordering::Release);
@@ -550,14 +512,13 @@ fn idle(pool: &Arc<Inner>, me: &Arc<Worker>) -> Option<bool> {
             .saturating_sub(waited)
             .max(Duration::from_millis(1));
         if let Some(driver) = &pool.cfg.driver {
-            pool.driving.fetch_add(1, Ordering::SeqCst);
-            let drove = pool.queued.load(Ordering::SeqCst) == 0
+            let drove = pool.drive_gate.enter()
                 && me.next.with(|n| n.is_none())
                 && pool.batched(|| driver.turn(me.id, Some(max_wait))).0;
-            pool.driving.fetch_sub(1, Ordering::SeqCst);
+            pool.drive_gate.leave();
             if drove {
                 // Whatever the turn readied is queued now (or came from elsewhere).
-                if pool.queued.load(Ordering::Acquire) > 0 || me.next.with(|n| n.is_some()) {
+                if pool.drive_gate.queued() > 0 || me.next.with(|n| n.is_some()) {
                     return None;
                 }
                 continue;
@@ -652,7 +613,7 @@ fn monitor(pool: Weak<Inner>, tick: Duration) {
             .collect();
         let was_empty = st.queue.is_empty();
         st.queue.extend(rescued);
-        pool.queued.store(st.queue.len(), Ordering::Release);
+        pool.drive_gate.set_queued(st.queue.len());
         let wake = if was_empty && !st.queue.is_empty() {
             st.idle.pop()
         } else {

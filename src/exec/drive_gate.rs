@@ -1,0 +1,104 @@
+//! The pact between a worker about to wait in an event loop's poller (instead of parking)
+//! and a thread queueing work for the pool.
+//!
+//! A submission wakes a parked worker if there is one; a worker blocked in a poller is
+//! not parked, so the submitter must interrupt its wait instead. The two sides form a
+//! Dekker pair over two SeqCst counters: the worker registers (`driving`) and then looks
+//! at the queue; the submitter stores the queue length and then looks at `driving`, each
+//! with a SeqCst fence between its write and its read. One of them sees the other, so
+//! work is never left queued while every worker waits. (Fences, not just SeqCst accesses:
+//! that is the form of the guarantee loom can check.)
+
+#[cfg(fibr_loom)]
+use loom::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
+#[cfg(not(fibr_loom))]
+use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
+
+pub(crate) struct DriveGate {
+    /// Mirrors the pool's queue length (stored under the queue's lock), so the hot path
+    /// can skip the lock when it is empty.
+    queued: AtomicUsize,
+    driving: AtomicUsize,
+}
+
+impl DriveGate {
+    pub fn new() -> DriveGate {
+        DriveGate {
+            queued: AtomicUsize::new(0),
+            driving: AtomicUsize::new(0),
+        }
+    }
+
+    /// The queue length now (see `set_queued`).
+    #[inline]
+    pub fn queued(&self) -> usize {
+        self.queued.load(SeqCst)
+    }
+
+    /// Publishes the queue length; call under the queue's lock after changing it.
+    #[inline]
+    pub fn set_queued(&self, n: usize) {
+        self.queued.store(n, SeqCst);
+    }
+
+    /// A worker is about to wait for readiness: registers it and says whether it may
+    /// (no work queued). Call [`leave`] afterwards either way.
+    ///
+    /// [`leave`]: DriveGate::leave
+    pub fn enter(&self) -> bool {
+        self.driving.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        self.queued() == 0
+    }
+
+    pub fn leave(&self) {
+        self.driving.fetch_sub(1, SeqCst);
+    }
+
+    /// Work was queued (and `set_queued` called), with no parked worker to wake: true if a
+    /// worker may be waiting in a poller and must be interrupted.
+    pub fn must_interrupt(&self) -> bool {
+        fence(SeqCst);
+        self.driving.load(SeqCst) > 0
+    }
+}
+
+#[cfg(all(test, fibr_loom))]
+mod loom_tests {
+    use super::DriveGate;
+    use loom::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// A submitter queues a task while a worker decides to wait: the worker either sees the
+    /// task or is interrupted. (A worker that decided to wait stays registered until its
+    /// wait ends, which here is after the submitter is done.)
+    #[test]
+    fn queued_work_is_seen_or_interrupts() {
+        loom::model(|| {
+            let gate = Arc::new(DriveGate::new());
+            let interrupted = Arc::new(AtomicBool::new(false));
+            let submitter = {
+                let (gate, interrupted) = (gate.clone(), interrupted.clone());
+                thread::spawn(move || {
+                    gate.set_queued(1);
+                    if gate.must_interrupt() {
+                        interrupted.store(true, SeqCst);
+                    }
+                })
+            };
+            let waits = gate.enter();
+            if !waits {
+                gate.leave();
+            }
+            submitter.join().unwrap();
+            assert!(
+                !waits || interrupted.load(SeqCst),
+                "a worker waits in the poller with a task queued and nobody interrupts it"
+            );
+            if waits {
+                gate.leave();
+            }
+        });
+    }
+}
