@@ -10,6 +10,8 @@
 
 #![cfg(feature = "client")]
 
+mod common;
+
 use axum::body::Body as AxumBody;
 use axum::extract::Path;
 use axum::routing::{get, post};
@@ -27,51 +29,21 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{bounded, run_bounded, start, step, TempPath, STEP};
 
 // ---------------------------------------------------------------------------------------
 // Harness
 // ---------------------------------------------------------------------------------------
 
-/// Runs `f` on its own thread and fails if it does not finish within `limit` (or panics).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let th = thread::Builder::new()
-        .name("bounded-test-body".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            th.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match th.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the body finished without sending"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test body did not finish within {limit:?} (hang)")
-        }
-    }
-}
-
 const LIMIT: Duration = Duration::from_secs(15);
-const STEP: Duration = Duration::from_secs(5);
 
 /// `fut` under `fibr::run`, bounded by the watchdog.
 fn run<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> T {
-    bounded(LIMIT, move || fibr::run(fut))
-}
-
-async fn step<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    match fibr::time::timeout(STEP, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: no result within {STEP:?}"),
-    }
+    run_bounded(LIMIT, fut)
 }
 
 async fn text(res: Response<ResponseBody>) -> String {
@@ -130,14 +102,7 @@ fn fibr_server_with(app: Router, cfg: fibr::http::Config) -> (SocketAddr, Arc<At
         c2.fetch_add(1, Ordering::SeqCst);
         std::future::ready(Ok::<_, Infallible>(app.clone()))
     });
-    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(fibr::spawn(async move {
-        if let Err(e) = fibr::serve(listener, make).with_config(cfg).await {
-            eprintln!("fibr serve: {e}");
-        }
-    }));
-    (addr, conns)
+    (start(make, cfg), conns)
 }
 
 fn fibr_server() -> (SocketAddr, Arc<AtomicUsize>) {
@@ -758,10 +723,8 @@ fn from_inside_tokio() {
 #[test]
 fn unix_sockets() {
     run(async {
-        let dir = std::env::temp_dir().join(format!("fibr-client-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let path = dir.join("c.sock");
-        let _ = std::fs::remove_file(&path);
+        let sock = TempPath::sock("client");
+        let path = sock.to_path_buf();
         let l = UnixListener::bind(&path).unwrap();
         drop(fibr::spawn(async move { fibr::serve(l, app()).await }));
         // http+unix URIs through the default connector.
@@ -781,7 +744,6 @@ fn unix_sockets() {
             .await
             .unwrap();
         assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "hello");
-        let _ = std::fs::remove_file(&path);
     });
 }
 

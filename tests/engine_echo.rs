@@ -7,16 +7,19 @@
 //! `FIBR_BACKEND=epoll cargo test --test engine_echo` and
 //! `FIBR_BACKEND=portable cargo test --test engine_echo`.
 
+mod common;
+
 use fibr::{Binding, Config, Conn, Engine, Handler};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{connect_within, read_to_eof, wait_until, TempPath};
 
 /// Upper bound for any single blocking client operation.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,27 +49,9 @@ fn tcp_addr(engine: &Engine, binding: usize) -> SocketAddr {
     addrs[0]
 }
 
+/// A client connection with `IO_TIMEOUT` on connect, reads and writes.
 fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
-        .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-    s.set_nodelay(true).unwrap();
-    s
-}
-
-/// Polls `f` until it holds or `within` passes; true if it held.
-fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let until = Instant::now() + within;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
+    connect_within(addr, IO_TIMEOUT)
 }
 
 fn assert_conns_drain(engine: &Engine) {
@@ -89,20 +74,6 @@ fn echo_roundtrip<S: Read + Write>(s: &mut S, msg: &[u8]) {
     );
 }
 
-/// Reads until EOF; a reset also ends the stream (returned as the error).
-fn read_to_eof<S: Read>(s: &mut S) -> (Vec<u8>, Option<io::Error>) {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return (out, None),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return (out, Some(e)),
-        }
-    }
-}
-
 /// Asserts the stream ends cleanly (EOF) right after `expected`.
 fn expect_exactly_then_eof<S: Read>(s: &mut S, expected: &[u8]) {
     let (got, err) = read_to_eof(s);
@@ -111,19 +82,6 @@ fn expect_exactly_then_eof<S: Read>(s: &mut S, expected: &[u8]) {
         String::from_utf8_lossy(&got),
         String::from_utf8_lossy(expected)
     );
-}
-
-fn unique_socket_path(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    std::env::temp_dir().join(format!(
-        "fibr-{tag}-{}-{nanos}-{}.sock",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -151,9 +109,8 @@ fn tcp_echo() {
 
 #[test]
 fn unix_echo() {
-    let path = unique_socket_path("echo");
-    let _ = std::fs::remove_file(&path);
-    let engine = start([Binding::unix(&path, Echo)]);
+    let path = TempPath::sock("engine-echo");
+    let engine = start([Binding::unix(path.path(), Echo)]);
     assert!(
         engine.binding_addrs(0).is_empty(),
         "Unix sockets have no SocketAddr"
@@ -171,7 +128,6 @@ fn unix_echo() {
 
     assert_conns_drain(&engine);
     engine.shutdown(Duration::from_secs(1));
-    let _ = std::fs::remove_file(&path);
 }
 
 /// UDP echo that counts opens and closes, and closes a peer on "close".

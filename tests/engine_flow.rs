@@ -5,6 +5,8 @@
 //! Every test runs real sockets on 127.0.0.1 with timeouts on the client side. They run one
 //! at a time (they measure the process's resident set and worker thread counts).
 
+mod common;
+
 use fibr::{Binding, Config, Conn, Engine, Handler};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -13,6 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{connect_within, is_timeout, rss, TempPath};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
@@ -108,10 +112,7 @@ impl Server {
     }
 
     fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect_timeout(&self.addr, IO_TIMEOUT).expect("connect");
-        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        s
+        connect_within(self.addr, IO_TIMEOUT)
     }
 }
 
@@ -131,49 +132,19 @@ fn flow_config() -> Config {
     }
 }
 
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let end = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Resident set of this process, from /proc/self/status.
-fn rss_bytes() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS in /proc/self/status");
-    let kb: usize = line
-        .trim_start_matches("VmRSS:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .expect("parse VmRSS");
-    kb * 1024
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
+/// Polls `done` until it holds; panics if it does not within `timeout`.
+fn wait_until(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
+    assert!(
+        common::wait_until(timeout, done),
+        "timed out waiting for {what}"
+    );
 }
 
 /// Reads until EOF; panics on a timeout or error.
 fn read_to_eof(s: &mut TcpStream, what: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 * KIB];
-    loop {
-        match s.read(&mut buf) {
-            Ok(0) => return out,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => panic!("{what}: read failed after {} bytes: {e}", out.len()),
-        }
+    match common::read_to_eof(s) {
+        (out, None) => out,
+        (out, Some(e)) => panic!("{what}: read failed after {} bytes: {e}", out.len()),
     }
 }
 
@@ -313,7 +284,7 @@ fn slow_reader_output_stays_bounded_then_everything_arrives() {
     });
     let conn = stats.conns.lock().unwrap()[0].clone();
     let _ = table();
-    let rss0 = rss_bytes();
+    let rss0 = rss();
 
     // The writer sends the 50 MB of requests and does not read. When a write stalls it
     // reports how far it got, waits for the go-ahead, then sends the rest.
@@ -345,7 +316,7 @@ fn slow_reader_output_stays_bounded_then_everything_arrives() {
     let mut max_rss = rss0;
     let mut max_queue_seen = 0;
     let mut sample = || {
-        max_rss = max_rss.max(rss_bytes());
+        max_rss = max_rss.max(rss());
         max_queue_seen = max_queue_seen.max(conn.queued_bytes());
     };
     let end = Instant::now() + Duration::from_secs(15);
@@ -944,14 +915,6 @@ fn blocked_workers_are_replaced_and_extras_retire() {
 // ---------------------------------------------------------------------------------------
 // 6. send_file.
 
-struct TempFile(std::path::PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// Answers "OFFSET LEN\n" with "BEGIN\n", that range of the file, "END\n", then closes.
 struct FileServer(Arc<File>);
 
@@ -981,12 +944,7 @@ fn send_file_sends_exactly_the_range() {
     let _serial = serial();
     const SIZE: usize = 3 * MIB;
     const SHIFT: usize = 12_345;
-    let path = std::env::temp_dir().join(format!(
-        "fibr-engine-flow-{}-{}.bin",
-        std::process::id(),
-        unix_nanos()
-    ));
-    let _cleanup = TempFile(path.clone());
+    let path = TempPath::new("engine-flow", "bin");
     std::fs::write(&path, pattern_vec(SHIFT, SIZE)).unwrap();
     let file = Arc::new(File::open(&path).unwrap());
     let server = Server::start(flow_config(), FileServer(file));
@@ -1015,13 +973,6 @@ fn send_file_sends_exactly_the_range() {
     server.engine.shutdown(Duration::from_secs(1));
 }
 
-/// Nanoseconds since the epoch, to make temporary file names unique.
-fn unix_nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
 // ---------------------------------------------------------------------------------------
 // 7. The global budget: max_pending_bytes bounds the sum of the queues.
 
@@ -1046,7 +997,7 @@ fn max_pending_bytes_bounds_the_sum_of_queues() {
     });
     let conns = stats.conns.lock().unwrap().clone();
     let _ = table();
-    let rss0 = rss_bytes();
+    let rss0 = rss();
 
     // Each client writes until the server stops taking its requests, then half-closes.
     let writers: Vec<_> = clients
@@ -1076,7 +1027,7 @@ fn max_pending_bytes_bounds_the_sum_of_queues() {
     while settle < 30 {
         let sum: usize = conns.iter().map(|c| c.queued_bytes()).sum();
         max_sum_seen = max_sum_seen.max(sum);
-        max_rss = max_rss.max(rss_bytes());
+        max_rss = max_rss.max(rss());
         if writers.iter().all(|w| w.is_finished()) {
             settle += 1;
         }

@@ -5,6 +5,8 @@
 //! Every test body runs under a watchdog (`bounded`): a hang fails the test instead of
 //! stalling the suite.
 
+mod common;
+
 use fibr::time::{self, Elapsed};
 use fibr::{Config, Engine};
 use std::future::Future;
@@ -15,32 +17,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Runs `f` on its own thread and fails if it does not finish within `limit` (or panics).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let th = thread::Builder::new()
-        .name("bounded-test-body".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            th.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => {
-            // The body panicked: surface its panic.
-            match th.join() {
-                Err(p) => std::panic::resume_unwind(p),
-                Ok(()) => unreachable!("the body finished without sending"),
-            }
-        }
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test body did not finish within {limit:?} (hang)")
-        }
-    }
-}
+use common::bounded;
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -745,9 +722,8 @@ fn thread_name() -> String {
 }
 
 /// `fibr::spawn` from a task running on an engine's worker spawns onto that engine, and a
-/// task resumes on its own engine's workers after a timer. Fails today: see the report
-/// (workers started inside `Arc::new_cyclic` in `Runtime::start` never get their runtime
-/// set, because `on_start`'s `Weak::upgrade` runs before the `Arc` exists).
+/// task resumes on its own engine's workers after a timer. (Regression: workers started
+/// inside `Arc::new_cyclic` in `Runtime::start` once never got their runtime set.)
 #[test]
 fn tasks_of_an_engine_stay_on_its_workers() {
     bounded(LIMIT, || {
@@ -792,9 +768,8 @@ fn tasks_of_an_engine_stay_on_its_workers() {
 }
 
 /// A task woken by another runtime's event loop still runs on its own engine's workers.
-/// Fails today: a loop collects every wake-up during dispatch into one batch and submits it
-/// to *its own* pool (`exec::pool::batched` / `Inner::schedule`), whatever pool the task
-/// belongs to.
+/// (Regression: a loop once collected every wake-up during dispatch into one batch for
+/// *its own* pool, whatever pool the task belonged to; batches are tagged by pool now.)
 #[test]
 fn a_task_woken_by_another_runtimes_loop_runs_on_its_own_workers() {
     bounded(LIMIT, || {

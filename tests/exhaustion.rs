@@ -9,47 +9,28 @@
 //! - An engine with an HTTP binding started, used and shut down 20 times in one process
 //!   leaves threads (/proc/self/task), descriptors (/proc/self/fd) and RSS where they were.
 
+mod common;
+
 use axum::routing;
 use axum::Router;
 use fibr::{Binding, Config, Engine};
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{
+    bounded, fd_count, nofile, rss, set_nofile, settle, thread_count, Client, RestoreNofile,
+    IO_TIMEOUT,
+};
 
 static GATE: Mutex<()> = Mutex::new(());
 
 fn gate() -> MutexGuard<'static, ()> {
     GATE.lock().unwrap_or_else(|e| e.into_inner())
 }
-
-/// Runs `f` on its own thread and fails if it does not finish within `limit` (or panics).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let th = thread::Builder::new()
-        .name("bounded-test-body".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            th.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match th.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the body finished without sending"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test body did not finish within {limit:?} (hang)")
-        }
-    }
-}
-
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn router() -> Router {
     Router::new().route("/", routing::get(|| async { "ok" }))
@@ -69,58 +50,12 @@ fn engine() -> (Engine, SocketAddr) {
     (engine, addr)
 }
 
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-    s
-}
-
-/// GET / on a keep-alive connection; returns the body.
-fn get(s: &mut TcpStream) -> String {
-    s.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-    let mut buf = Vec::new();
-    let mut tmp = [0u8; 4096];
-    loop {
-        let n = s.read(&mut tmp).expect("read a response");
-        assert!(n > 0, "EOF before a response");
-        buf.extend_from_slice(&tmp[..n]);
-        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-        assert!(head.starts_with("http/1.1 200 "), "{head}");
-        let len: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .map(|v| v.trim().parse().unwrap())
-            .expect("content-length");
-        while buf.len() < end + 4 + len {
-            let n = s.read(&mut tmp).expect("read a body");
-            assert!(n > 0, "EOF in a body");
-            buf.extend_from_slice(&tmp[..n]);
-        }
-        return String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
-    }
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").unwrap().count()
-}
-
-fn rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap()
-        * 1024
+/// GET / on a keep-alive connection: a 200 with a Content-Length; returns the body.
+fn get(c: &mut Client) -> String {
+    let r = c.get("/");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.header("content-length").is_some(), "{r:?}");
+    r.text()
 }
 
 /// utime + stime of the whole process, in clock ticks, read from an already open
@@ -136,30 +71,6 @@ fn cpu_ticks(stat: &mut File) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
-fn nofile() -> libc::rlimit {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we pass.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-    lim
-}
-
-fn set_nofile(lim: libc::rlimit) {
-    // SAFETY: setrlimit reads the struct we pass.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-}
-
-/// Restores the descriptor limit even if the test fails.
-struct RestoreNofile(libc::rlimit);
-
-impl Drop for RestoreNofile {
-    fn drop(&mut self) {
-        set_nofile(self.0);
-    }
-}
-
 /// With every descriptor taken, accept fails with EMFILE: the engine must back off
 /// (under 30% of a core while 16 connections wait), keep serving the connections it
 /// has, and accept and answer the waiting ones once descriptors are free again.
@@ -169,7 +80,7 @@ fn emfile_on_accept_backs_off_and_recovers() {
     bounded(Duration::from_secs(20), || {
         const PENDING: usize = 16;
         let (engine, addr) = engine();
-        let mut old = connect(addr);
+        let mut old = Client::connect(addr);
         assert_eq!(get(&mut old), "ok");
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
@@ -268,32 +179,20 @@ fn emfile_on_accept_backs_off_and_recovers() {
 /// shutdown with one connection still open (it must be closed).
 fn cycle() {
     let (engine, addr) = engine();
-    let mut a = connect(addr);
+    let mut a = Client::connect(addr);
     for _ in 0..3 {
         assert_eq!(get(&mut a), "ok");
     }
-    let mut idle = connect(addr);
+    let mut idle = Client::connect(addr);
     assert_eq!(get(&mut idle), "ok");
     drop(a);
     engine.shutdown(Duration::from_millis(50));
     let mut rest = Vec::new();
-    match idle.read_to_end(&mut rest) {
+    match idle.s.read_to_end(&mut rest) {
         Ok(_) => assert!(rest.is_empty(), "{rest:?}"),
         Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}"),
     }
     drop(engine);
-}
-
-/// Waits (up to 3 s) for threads and fds to come down to the given counts.
-fn settle(threads: usize, fds: usize) -> (usize, usize) {
-    let until = Instant::now() + Duration::from_secs(3);
-    loop {
-        let now = (thread_count(), fd_count());
-        if (now.0 <= threads && now.1 <= fds) || Instant::now() >= until {
-            return now;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// 20 engine lifetimes in one process: threads and fds return to the baseline after each

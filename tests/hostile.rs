@@ -7,6 +7,8 @@
 //! The tests measure process-wide things (RSS, fds, latency), so they run one at a time
 //! (`GATE`); each runs under a watchdog (`bounded`) and every socket has timeouts.
 
+mod common;
+
 use axum::body::Body;
 use axum::extract::Path;
 use axum::http::StatusCode;
@@ -14,15 +16,18 @@ use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use fibr::http::Config;
-use fibr::net::TcpListener;
 use futures_util::stream;
 use http_body_util::BodyExt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{
+    bounded, fd_count, raise_nofile, rss, settle_fds, start, Client, Resp, RssSampler, IO_TIMEOUT,
+};
 
 // ---------------------------------------------------------------------------------------
 // Harness
@@ -34,32 +39,7 @@ fn gate() -> MutexGuard<'static, ()> {
     GATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `f` on its own thread and fails if it does not finish within `limit` (or panics).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let th = thread::Builder::new()
-        .name("bounded-test-body".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            th.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match th.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the body finished without sending"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test body did not finish within {limit:?} (hang)")
-        }
-    }
-}
-
 const LIMIT: Duration = Duration::from_secs(20);
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Small timeouts and limits, so every defence triggers quickly.
 fn config() -> Config {
@@ -70,18 +50,6 @@ fn config() -> Config {
         max_pipelined: 16,
         ..Config::default()
     }
-}
-
-/// Binds 127.0.0.1:0 and serves `router()` with `cfg` on fibr's default runtime.
-fn start(cfg: Config) -> SocketAddr {
-    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
-    let addr = listener.local_addr().unwrap();
-    drop(fibr::spawn(async move {
-        if let Err(e) = fibr::serve(listener, router()).with_config(cfg).await {
-            eprintln!("serve failed: {e}");
-        }
-    }));
-    addr
 }
 
 const CHUNK: usize = 64 * 1024;
@@ -146,91 +114,6 @@ fn router() -> Router {
         .route("/ignore", post(|| async { "ignored" }))
 }
 
-fn rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kb: usize = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS");
-    kb * 1024
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-/// Waits (up to `within`) for the fd count to come back to `baseline` (plus `slack`);
-/// returns the last count seen.
-fn settle_fds(baseline: usize, slack: usize, within: Duration) -> usize {
-    let until = Instant::now() + within;
-    loop {
-        let n = fd_count();
-        if n <= baseline + slack || Instant::now() >= until {
-            return n;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Samples RSS every few ms until finished; `finish` returns the peak.
-struct RssSampler {
-    stop: Arc<AtomicBool>,
-    peak: Arc<AtomicUsize>,
-    th: Option<thread::JoinHandle<()>>,
-}
-
-impl RssSampler {
-    fn start() -> RssSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let peak = Arc::new(AtomicUsize::new(rss()));
-        let (s, p) = (stop.clone(), peak.clone());
-        let th = thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                p.fetch_max(rss(), Ordering::Relaxed);
-                thread::sleep(Duration::from_millis(5));
-            }
-        });
-        RssSampler {
-            stop,
-            peak,
-            th: Some(th),
-        }
-    }
-
-    fn finish(mut self) -> usize {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(th) = self.th.take() {
-            th.join().unwrap();
-        }
-        self.peak.fetch_max(rss(), Ordering::Relaxed);
-        self.peak.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for RssSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Raises the soft RLIMIT_NOFILE to at least `want` (up to the hard limit); returns it.
-fn raise_nofile(want: u64) -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we pass.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-    if lim.rlim_cur < want {
-        lim.rlim_cur = want.min(lim.rlim_max);
-        // SAFETY: setrlimit reads the struct we pass.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-    }
-    lim.rlim_cur
-}
-
 /// Closes with a RST (SO_LINGER 0) instead of a FIN.
 fn reset(s: TcpStream) {
     socket2::SockRef::from(&s)
@@ -239,197 +122,7 @@ fn reset(s: TcpStream) {
     drop(s);
 }
 
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-#[derive(Debug)]
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-    /// Body bytes received (also when not kept).
-    len: usize,
-}
-
-impl Resp {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn closes(&self) -> bool {
-        self.header("connection")
-            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-/// A raw HTTP/1.1 client.
-struct Client {
-    s: TcpStream,
-    buf: Vec<u8>,
-    /// Bytes of `buf` already consumed.
-    pos: usize,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Client {
-        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        s.set_nodelay(true).unwrap();
-        Client {
-            s,
-            buf: Vec::new(),
-            pos: 0,
-        }
-    }
-
-    fn send(&mut self, data: &[u8]) {
-        self.s.write_all(data).expect("client write");
-    }
-
-    fn get(&mut self, path: &str) -> Resp {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-        self.response()
-    }
-
-    /// Reads more; false at EOF. Panics on errors and timeouts.
-    fn fill(&mut self) -> bool {
-        if self.pos > 0 && self.pos == self.buf.len() {
-            self.buf.clear();
-            self.pos = 0;
-        } else if self.pos > 64 * 1024 {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
-        }
-        let mut tmp = [0u8; 64 * 1024];
-        match self.s.read(&mut tmp) {
-            Ok(0) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&tmp[..n]);
-                true
-            }
-            Err(e) => panic!(
-                "client read: {e}; unconsumed {:?}",
-                String::from_utf8_lossy(&self.buf[self.pos..])
-            ),
-        }
-    }
-
-    fn must_fill(&mut self, what: &str) {
-        if !self.fill() {
-            panic!(
-                "EOF while reading {what}; unconsumed {:?}",
-                String::from_utf8_lossy(&self.buf[self.pos..])
-            );
-        }
-    }
-
-    fn take(&mut self, n: usize) -> Vec<u8> {
-        while self.buf.len() - self.pos < n {
-            self.must_fill("a body");
-        }
-        let v = self.buf[self.pos..self.pos + n].to_vec();
-        self.pos += n;
-        v
-    }
-
-    fn line(&mut self) -> Vec<u8> {
-        loop {
-            if let Some(p) = find(&self.buf[self.pos..], b"\r\n") {
-                let l = self.buf[self.pos..self.pos + p].to_vec();
-                self.pos += p + 2;
-                return l;
-            }
-            self.must_fill("a line");
-        }
-    }
-
-    fn response(&mut self) -> Resp {
-        self.response_keeping(true)
-    }
-
-    /// One response; its body is only counted (`len`) unless `keep`.
-    fn response_keeping(&mut self, keep: bool) -> Resp {
-        let end = loop {
-            if let Some(p) = find(&self.buf[self.pos..], b"\r\n\r\n") {
-                break p;
-            }
-            self.must_fill("a response head");
-        };
-        let head = String::from_utf8_lossy(&self.buf[self.pos..self.pos + end]).into_owned();
-        self.pos += end + 4;
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap();
-        assert!(status_line.starts_with("HTTP/1.1 "), "{status_line:?}");
-        let status: u16 = status_line[9..12].parse().unwrap();
-        let headers: Vec<(String, String)> = lines
-            .map(|l| {
-                let (n, v) = l.split_once(':').unwrap();
-                (n.to_string(), v.trim().to_string())
-            })
-            .collect();
-        let mut resp = Resp {
-            status,
-            headers,
-            body: Vec::new(),
-            len: 0,
-        };
-        if resp
-            .header("transfer-encoding")
-            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
-        {
-            loop {
-                let line = String::from_utf8(self.line()).unwrap();
-                let size = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16)
-                    .expect("chunk size");
-                if size == 0 {
-                    while !self.line().is_empty() {}
-                    break;
-                }
-                let d = self.take(size);
-                resp.len += size;
-                if keep {
-                    resp.body.extend_from_slice(&d);
-                }
-                assert!(self.line().is_empty(), "CRLF after chunk data");
-            }
-        } else if let Some(n) = resp.header("content-length") {
-            let n: usize = n.parse().unwrap();
-            let body = self.take(n);
-            resp.len = n;
-            if keep {
-                resp.body = body;
-            }
-        }
-        resp
-    }
-
-    /// After a response that closes: nothing more, then EOF (a reset counts as closed).
-    fn expect_closed(&mut self) {
-        let rest = &self.buf[self.pos..];
-        assert!(rest.is_empty(), "bytes after a closing response: {rest:?}");
-        let mut tmp = [0u8; 4096];
-        match self.s.read(&mut tmp) {
-            Ok(0) => {}
-            Ok(n) => panic!(
-                "data after a closing response: {:?}",
-                String::from_utf8_lossy(&tmp[..n])
-            ),
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
-            Err(e) => panic!("expected EOF, got {e}"),
-        }
-    }
-}
-
-/// A keep-alive client's GET / round trips while `busy` holds; returns the worst latency.
+/// `rounds` GET / round trips on one keep-alive connection; returns the worst latency.
 fn probe_latency(addr: SocketAddr, rounds: usize) -> Duration {
     let mut c = Client::connect(addr);
     let mut worst = Duration::ZERO;
@@ -471,7 +164,7 @@ fn slowloris_gets_408_while_others_are_served() {
             nofile >= 2 * SLOW as u64 + 256,
             "RLIMIT_NOFILE (hard limit) {nofile} is too low for {SLOW} connections"
         );
-        let addr = start(config());
+        let addr = start(router(), config());
         probe_latency(addr, 1);
         let fds_before = fd_count();
 
@@ -606,13 +299,13 @@ fn slow_readers_bound_memory_and_leave_others_alone() {
     let _g = gate();
     bounded(LIMIT, || {
         const READERS: usize = 20;
-        let addr = start(config());
+        let addr = start(router(), config());
         let mut c = Client::connect(addr);
         c.send(b"GET /stream/4 HTTP/1.1\r\nHost: t\r\n\r\n");
         assert_eq!(c.response_keeping(false).len, 4 << 20);
         let fds_before = fd_count();
         let before = rss();
-        let sampler = RssSampler::start();
+        let sampler = RssSampler::start(Duration::from_millis(5));
         let mut slow: Vec<TcpStream> = (0..READERS)
             .map(|_| {
                 let mut c = Client::connect(addr);
@@ -660,10 +353,10 @@ fn slow_readers_bound_memory_and_leave_others_alone() {
 /// RSS growth, a concurrent client's worst latency, time to read everything).
 fn flood(cfg: Config) -> (usize, usize, Duration, Duration) {
     const N: usize = 10_000;
-    let addr = start(cfg);
+    let addr = start(router(), cfg);
     probe_latency(addr, 1);
     let before = rss();
-    let sampler = RssSampler::start();
+    let sampler = RssSampler::start(Duration::from_millis(5));
     let mut c = Client::connect(addr);
     let mut w = c.s.try_clone().unwrap();
     w.set_write_timeout(Some(Duration::from_secs(15))).unwrap();
@@ -737,11 +430,9 @@ fn pipelined_flood_is_bounded_then_answered_in_order() {
 /// The same flood with `header_read_timeout` = 1 s: the client sends every head at once,
 /// so it must not be taken for a slowloris while the *server* is not reading.
 ///
-/// FAILS at a508089: `ConnState::arm_timer` (src/http/server.rs) stops the header-read
-/// clock while requests are in progress, but not while the connection's reads are paused
-/// by the write watermark (every response written, the client not reading them): the
-/// partial head left in the buffer runs the clock, and after 1 s the server answers 408
-/// (response 1025 here) or closes mid-response (the client then sees EOF inside one).
+/// (Regression: `ConnState::arm_timer` once ran the header-read clock while the
+/// connection's reads were paused by the write watermark, so after 1 s the server answered
+/// 408 or closed mid-response.)
 #[test]
 fn pipelined_flood_is_not_taken_for_slowloris() {
     let _g = gate();
@@ -799,14 +490,14 @@ fn header_bombs_at_every_limit() {
     let _g = gate();
     bounded(LIMIT, || {
         let cfg = config();
-        let addr = start(cfg.clone());
+        let addr = start(router(), cfg.clone());
         let ok_then_closed = |(r, mut c): (Resp, Client), want: u16, what: &str| {
             assert_eq!(r.status, want, "{what}: {}", r.text());
             if want == 200 {
                 assert_eq!(c.get("/").status, 200, "{what}: kept alive");
             } else {
                 assert!(r.closes(), "{what}: connection: close");
-                c.expect_closed();
+                c.expect_closed(IO_TIMEOUT);
             }
         };
         // Fields: Host plus max_headers - 1 more pass; one more is 431.
@@ -836,7 +527,7 @@ fn header_bombs_at_every_limit() {
         // Many small fields with a huge head, and a 1 MiB header line, from 20
         // connections at once.
         let before = rss();
-        let sampler = RssSampler::start();
+        let sampler = RssSampler::start(Duration::from_millis(5));
         let hs: Vec<_> = (0..20)
             .map(|i| {
                 thread::spawn(move || {
@@ -851,7 +542,7 @@ fn header_bombs_at_every_limit() {
                     let (r, mut c) = bomb_with(addr, head, repeat, times, b"\r\n\r\n");
                     assert_eq!(r.status, 431, "1 MiB head");
                     assert!(r.closes());
-                    c.expect_closed();
+                    c.expect_closed(IO_TIMEOUT);
                 })
             })
             .collect();
@@ -899,30 +590,30 @@ fn chunked_upload(addr: SocketAddr, path: &str, mib: usize) -> (Resp, Client) {
 fn body_bombs_are_refused_and_closed() {
     let _g = gate();
     bounded(LIMIT, || {
-        let addr = start(config());
+        let addr = start(router(), config());
         let huge = b"POST /sink HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000000000000\r\n\r\n";
         let (r, mut c) = bomb(addr, huge.to_vec());
         assert_eq!(r.status, 413);
         assert!(r.closes());
-        c.expect_closed();
+        c.expect_closed(IO_TIMEOUT);
         let overflow =
             b"POST /sink HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999999999999999\r\n\r\n";
         let (r, mut c) = bomb(addr, overflow.to_vec());
         assert_eq!(r.status, 400);
-        c.expect_closed();
+        c.expect_closed(IO_TIMEOUT);
         // Within the limit: read whole.
         let (r, _) = chunked_upload(addr, "/sink", 1);
         assert_eq!((r.status, r.text()), (200, (1usize << 20).to_string()));
 
         let before = rss();
-        let sampler = RssSampler::start();
+        let sampler = RssSampler::start(Duration::from_millis(5));
         let hs: Vec<_> = (0..10)
             .map(|_| {
                 thread::spawn(move || {
                     // 64 MiB "endless" body: the server gives up after 1 MiB.
                     let (r, mut c) = chunked_upload(addr, "/sink", 64);
                     assert_eq!(r.status, 413, "{}", r.text());
-                    c.expect_closed();
+                    c.expect_closed(IO_TIMEOUT);
                 })
             })
             .collect();
@@ -935,7 +626,7 @@ fn body_bombs_are_refused_and_closed() {
         // max_drain_bytes).
         let (r, mut c) = chunked_upload(addr, "/ignore", 8);
         assert_eq!((r.status, r.text().as_str()), (200, "ignored"));
-        c.expect_closed();
+        c.expect_closed(IO_TIMEOUT);
         eprintln!(
             "body bombs: 10 x 64 MiB chunked uploads answered 413; RSS {} KiB -> peak {} KiB \
              (+{} KiB)",
@@ -958,7 +649,7 @@ fn body_bombs_are_refused_and_closed() {
 fn half_open_clients_get_their_responses() {
     let _g = gate();
     bounded(LIMIT, || {
-        let addr = start(config());
+        let addr = start(router(), config());
         type Case = (&'static [u8], &'static [(u16, &'static str)]);
         let cases: [Case; 4] = [
             (b"GET / HTTP/1.1\r\nHost: t\r\n\r\n", &[(200, "ok")]),
@@ -983,7 +674,7 @@ fn half_open_clients_get_their_responses() {
                 let r = c.response();
                 assert_eq!((r.status, r.text().as_str()), (*status, *body));
             }
-            c.expect_closed();
+            c.expect_closed(IO_TIMEOUT);
         }
         // Half a head, then EOF: closed (with at most a 400), promptly.
         let mut c = Client::connect(addr);
@@ -1012,7 +703,7 @@ fn half_open_clients_get_their_responses() {
 fn resets_mid_request_and_mid_response_leak_nothing() {
     let _g = gate();
     bounded(LIMIT, || {
-        let addr = start(config());
+        let addr = start(router(), config());
         probe_latency(addr, 1);
         thread::sleep(Duration::from_millis(100));
         let fds_before = fd_count();
@@ -1081,10 +772,13 @@ fn resets_mid_request_and_mid_response_leak_nothing() {
 fn stalled_body_is_timed_out() {
     let _g = gate();
     bounded(LIMIT, || {
-        let addr = start(Config {
-            body_read_timeout: Some(Duration::from_secs(1)),
-            ..config()
-        });
+        let addr = start(
+            router(),
+            Config {
+                body_read_timeout: Some(Duration::from_secs(1)),
+                ..config()
+            },
+        );
         let mut c = Client::connect(addr);
         c.s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
         c.send(b"POST /sink HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n0123456789");

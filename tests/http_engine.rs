@@ -1,12 +1,16 @@
 //! The lower-level HTTP API: `fibr::http::Server` as a handler in an Engine binding (TCP and
 //! Unix, beside a raw binding), and `fibr::serve` on a Unix listener.
 
+mod common;
+
 use axum::routing::get;
 use axum::Router;
 use fibr::{Binding, Config, Conn, Engine, Handler};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
+
+use common::TempPath;
 
 fn app() -> Router {
     Router::new().route("/", get(|| async { "hello" }))
@@ -27,19 +31,13 @@ impl Handler for Echo {
     }
 }
 
-fn temp_sock(name: &str) -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(format!("fibr-{name}-{}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
 #[test]
 fn http_server_as_a_binding_beside_a_raw_one() {
-    let sock = temp_sock("http-binding");
+    let sock = TempPath::sock("http-binding");
     let engine = Engine::new(
         Config::default(),
         [
-            Binding::tcp("127.0.0.1:0", fibr::http::Server::new(app())).and_unix(&sock),
+            Binding::tcp("127.0.0.1:0", fibr::http::Server::new(app())).and_unix(sock.path()),
             Binding::tcp("127.0.0.1:0", Echo),
         ],
     )
@@ -72,8 +70,8 @@ fn http_server_as_a_binding_beside_a_raw_one() {
 
 #[test]
 fn serve_on_a_unix_listener() {
-    let sock = temp_sock("serve-unix");
-    let path = sock.clone();
+    let sock = TempPath::sock("serve-unix");
+    let path = sock.to_path_buf();
     fibr::run(async move {
         let listener = fibr::net::UnixListener::bind(&path).unwrap();
         fibr::spawn(async move { fibr::serve(listener, app()).await });
@@ -85,5 +83,4 @@ fn serve_on_a_unix_listener() {
         out.starts_with("HTTP/1.1 200 OK") && out.ends_with("hello"),
         "{out}"
     );
-    let _ = std::fs::remove_file(&sock);
 }

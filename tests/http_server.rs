@@ -9,26 +9,29 @@
 //! tests that measure the process's RSS take a write lock that keeps every other test of
 //! this file from running at the same time.
 
+mod common;
+
 use axum::body::Body;
 use axum::extract::Path;
 use axum::http::Uri;
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
-use fibr::http::{Config, Incoming, MakeService, Server};
+use fibr::http::{Config, Incoming};
 use fibr::net::TcpListener;
-use fibr::Handler;
 use futures_util::StreamExt;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use std::convert::Infallible;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{bounded, find, rss, start, Client, RssSampler, IO_TIMEOUT};
 
 // ---------------------------------------------------------------------------------------
 // Harness
@@ -45,350 +48,7 @@ fn exclusive() -> RwLockWriteGuard<'static, ()> {
     GATE.write().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `f` on its own thread and fails if it does not finish within `limit` (or panics).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let th = thread::Builder::new()
-        .name("bounded-test-body".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            th.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match th.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the body finished without sending"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test body did not finish within {limit:?} (hang)")
-        }
-    }
-}
-
 const LIMIT: Duration = Duration::from_secs(15);
-/// Bound on any single blocking socket operation of a client.
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Binds 127.0.0.1:0 and serves `app` with `cfg` on fibr's default runtime (detached).
-fn start<M, Marker>(app: M, cfg: Config) -> SocketAddr
-where
-    M: MakeService<Marker>,
-    Marker: 'static,
-    Server<M, Marker>: Handler,
-{
-    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
-    let addr = listener.local_addr().unwrap();
-    drop(fibr::spawn(async move {
-        if let Err(e) = fibr::serve(listener, app).with_config(cfg).await {
-            eprintln!("serve failed: {e}");
-        }
-    }));
-    addr
-}
-
-/// The resident set size of this process, in bytes.
-fn rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS line");
-    let kb: usize = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS value");
-    kb * 1024
-}
-
-/// Samples RSS every few milliseconds until dropped; `peak()` is the highest seen.
-struct RssSampler {
-    stop: Arc<AtomicBool>,
-    peak: Arc<AtomicUsize>,
-    th: Option<thread::JoinHandle<()>>,
-}
-
-impl RssSampler {
-    fn start() -> RssSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let peak = Arc::new(AtomicUsize::new(rss()));
-        let (s, p) = (stop.clone(), peak.clone());
-        let th = thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                p.fetch_max(rss(), Ordering::Relaxed);
-                thread::sleep(Duration::from_millis(3));
-            }
-        });
-        RssSampler {
-            stop,
-            peak,
-            th: Some(th),
-        }
-    }
-
-    fn finish(mut self) -> usize {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(th) = self.th.take() {
-            th.join().unwrap();
-        }
-        self.peak.fetch_max(rss(), Ordering::Relaxed);
-        self.peak.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for RssSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// A raw HTTP/1.1 client over std::net::TcpStream
-// ---------------------------------------------------------------------------------------
-
-#[derive(Debug)]
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Resp {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn header_count(&self, name: &str) -> usize {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .count()
-    }
-
-    /// The response says `connection: close`.
-    fn closes(&self) -> bool {
-        self.header("connection")
-            .is_some_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-struct Client {
-    s: TcpStream,
-    /// Bytes read but not consumed yet.
-    buf: Vec<u8>,
-}
-
-impl Client {
-    fn connect(addr: SocketAddr) -> Client {
-        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        s.set_nodelay(true).unwrap();
-        Client { s, buf: Vec::new() }
-    }
-
-    fn send(&mut self, data: &[u8]) {
-        self.s.write_all(data).expect("client write");
-    }
-
-    fn get(&mut self, path: &str) -> Resp {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
-        self.response()
-    }
-
-    /// Reads more bytes into `buf`; panics on EOF, errors and timeouts.
-    fn fill(&mut self, what: &str) {
-        let mut tmp = [0u8; 16 * 1024];
-        match self.s.read(&mut tmp) {
-            Ok(0) => panic!(
-                "EOF while reading {what}; unconsumed: {:?}",
-                String::from_utf8_lossy(&self.buf)
-            ),
-            Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
-            Err(e) => panic!(
-                "reading {what}: {e}; unconsumed: {:?}",
-                String::from_utf8_lossy(&self.buf)
-            ),
-        }
-    }
-
-    fn take(&mut self, n: usize, what: &str) -> Vec<u8> {
-        while self.buf.len() < n {
-            self.fill(what);
-        }
-        self.buf.drain(..n).collect()
-    }
-
-    fn line(&mut self, what: &str) -> Vec<u8> {
-        loop {
-            if let Some(p) = find(&self.buf, b"\r\n") {
-                let mut l: Vec<u8> = self.buf.drain(..p + 2).collect();
-                l.truncate(p);
-                return l;
-            }
-            self.fill(what);
-        }
-    }
-
-    /// Status line and headers.
-    fn head(&mut self) -> (u16, Vec<(String, String)>) {
-        let end = loop {
-            if let Some(p) = find(&self.buf, b"\r\n\r\n") {
-                break p;
-            }
-            self.fill("a response head");
-        };
-        let head: Vec<u8> = self.buf.drain(..end + 4).collect();
-        let head = String::from_utf8(head[..end].to_vec()).expect("response head is UTF-8");
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap();
-        assert!(
-            status_line.starts_with("HTTP/1.1 "),
-            "bad status line {status_line:?}"
-        );
-        let status: u16 = status_line[9..12].parse().expect("status code");
-        let headers = lines
-            .map(|l| {
-                let (n, v) = l
-                    .split_once(':')
-                    .unwrap_or_else(|| panic!("bad header {l:?}"));
-                assert!(!n.ends_with(' '), "whitespace before colon in {l:?}");
-                (n.to_string(), v.trim().to_string())
-            })
-            .collect();
-        (status, headers)
-    }
-
-    fn response(&mut self) -> Resp {
-        self.response_to(false)
-    }
-
-    /// One response; `head_only` for the answer to a HEAD request.
-    fn response_to(&mut self, head_only: bool) -> Resp {
-        let (status, headers) = self.head();
-        let mut resp = Resp {
-            status,
-            headers,
-            body: Vec::new(),
-        };
-        if head_only || status < 200 || status == 204 || status == 304 {
-            return resp;
-        }
-        if resp
-            .header("transfer-encoding")
-            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
-        {
-            let mut body = Vec::new();
-            self.chunked_body(|d| body.extend_from_slice(d));
-            resp.body = body;
-        } else if let Some(n) = resp.header("content-length") {
-            let n: usize = n.parse().expect("content-length");
-            resp.body = self.take(n, "a response body");
-        } else {
-            // Close-delimited.
-            let mut rest = std::mem::take(&mut self.buf);
-            self.s.read_to_end(&mut rest).expect("close-delimited body");
-            resp.body = rest;
-        }
-        resp
-    }
-
-    /// Decodes a chunked body, handing data to `on_data` as it arrives (never all at once).
-    fn chunked_body(&mut self, mut on_data: impl FnMut(&[u8])) {
-        loop {
-            let line = self.line("a chunk-size line");
-            let line = String::from_utf8(line).expect("chunk-size line");
-            let size = line.split(';').next().unwrap().trim();
-            let mut left = usize::from_str_radix(size, 16).expect("chunk size");
-            if left == 0 {
-                // Trailers until the empty line.
-                while !self.line("the trailer section").is_empty() {}
-                return;
-            }
-            while left > 0 {
-                if self.buf.is_empty() {
-                    self.fill("chunk data");
-                }
-                let k = left.min(self.buf.len());
-                on_data(&self.buf[..k]);
-                self.buf.drain(..k);
-                left -= k;
-            }
-            assert_eq!(self.take(2, "a chunk's CRLF"), b"\r\n");
-        }
-    }
-
-    /// The server must close the connection within `within`, with nothing more sent.
-    fn expect_closed(&mut self, within: Duration) {
-        if let Err(e) = self.closed_within(within) {
-            panic!("{e}");
-        }
-    }
-
-    /// Ok if the server closes the connection within `within` with nothing more sent.
-    fn closed_within(&mut self, within: Duration) -> Result<(), String> {
-        if !self.buf.is_empty() {
-            return Err(format!(
-                "expected the connection to close, got {:?}",
-                String::from_utf8_lossy(&self.buf)
-            ));
-        }
-        self.s.set_read_timeout(Some(within)).unwrap();
-        let mut tmp = [0u8; 4096];
-        let r = self.s.read(&mut tmp);
-        self.s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        match r {
-            Ok(0) => Ok(()),
-            Ok(n) => Err(format!(
-                "expected the connection to close, got {:?}",
-                String::from_utf8_lossy(&tmp[..n])
-            )),
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(()),
-            Err(e) => Err(format!(
-                "expected the connection to close within {within:?}: {e}"
-            )),
-        }
-    }
-
-    /// True if nothing arrives for `d` (bytes that do arrive are kept; EOF is "not quiet").
-    fn quiet_for(&mut self, d: Duration) -> bool {
-        self.s.set_read_timeout(Some(d)).unwrap();
-        let mut tmp = [0u8; 4096];
-        let r = self.s.read(&mut tmp);
-        self.s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        match r {
-            Ok(0) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&tmp[..n]);
-                false
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                true
-            }
-            Err(_) => false,
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // Apps
@@ -883,7 +543,7 @@ fn body_buffer_backpressure_bounds_rss() {
         assert_eq!(c.response().text(), "1048576");
 
         let before = rss();
-        let sampler = RssSampler::start();
+        let sampler = RssSampler::start(Duration::from_millis(3));
         let t0 = Instant::now();
         c.send(
             format!("POST /count HTTP/1.1\r\nHost: t\r\nContent-Length: {TOTAL}\r\n\r\n")
@@ -1246,7 +906,7 @@ fn handler_panic_is_500_and_the_connection_survives() {
                 Err(e) => panic!("the connection did not close after a body panic: {e}"),
             }
         }
-        let got = [&c.buf[..], &got[..]].concat();
+        let got = [c.unconsumed(), &got[..]].concat();
         assert!(find(&got, b"part one").is_some());
         assert!(
             find(&got, b"0\r\n\r\n").is_none(),
@@ -1398,7 +1058,7 @@ fn streaming_large_response_to_slow_reader_bounds_rss() {
         polled.store(0, Ordering::Relaxed);
 
         let before = rss();
-        let sampler = RssSampler::start();
+        let sampler = RssSampler::start(Duration::from_millis(3));
         let t0 = Instant::now();
         let max_ahead = read_chunks(&mut c, CHUNKS, true, &polled);
         let took = t0.elapsed();
@@ -1490,7 +1150,7 @@ fn expect_continue_is_sent_when_the_handler_reads() {
         assert!(
             c.quiet_for(Duration::from_millis(120)),
             "something was sent before the handler read the body: {:?}",
-            String::from_utf8_lossy(&c.buf)
+            String::from_utf8_lossy(c.unconsumed())
         );
         let r = c.response();
         let took = t0.elapsed();

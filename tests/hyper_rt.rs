@@ -12,6 +12,8 @@
 
 #![cfg(feature = "hyper")]
 
+mod common;
+
 use bytes::Bytes;
 use fibr::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use fibr::rt::{Executor, Timer};
@@ -24,51 +26,20 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use common::{bounded, run_bounded, step, TempPath, STEP};
 
 // ---------------------------------------------------------------------------------------
 // Harness
 // ---------------------------------------------------------------------------------------
 
-/// Runs `f` on its own thread and fails if it does not finish within `limit` (or panics).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let th = thread::Builder::new()
-        .name("bounded-test-body".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            th.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match th.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the body finished without sending"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test body did not finish within {limit:?} (hang)")
-        }
-    }
-}
-
 const LIMIT: Duration = Duration::from_secs(15);
-const STEP: Duration = Duration::from_secs(5);
 
 /// `fut` on fibr's default runtime, bounded by the watchdog and by `STEP` per await.
 fn run<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> T {
-    bounded(LIMIT, move || fibr::run(fut))
-}
-
-async fn step<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    match fibr::time::timeout(STEP, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: no result within {STEP:?}"),
-    }
+    run_bounded(LIMIT, fut)
 }
 
 type Body = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
@@ -398,10 +369,8 @@ fn timer_reset_moves_the_deadline() {
 #[test]
 fn http1_over_unix_sockets() {
     run(async {
-        let dir = std::env::temp_dir().join(format!("fibr-hyper-rt-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let path = dir.join("h1.sock");
-        let _ = std::fs::remove_file(&path);
+        let sock = TempPath::sock("hyper-rt");
+        let path = sock.to_path_buf();
         let listener = UnixListener::bind(&path).unwrap();
         drop(fibr::spawn(async move {
             while let Ok(stream) = listener.accept().await {
@@ -428,7 +397,6 @@ fn http1_over_unix_sockets() {
             let res = step("unix response", tx.send_request(req)).await.unwrap();
             assert_eq!(text(res).await, "hello");
         }
-        let _ = std::fs::remove_file(&path);
     });
 }
 

@@ -29,6 +29,8 @@
 //! 200 ms), no handler is still running when it resolves, new connections are refused
 //! after it, and the engine has no connection left.
 
+mod common;
+
 use bytes::Bytes;
 use fibr::body::Incoming;
 use fibr::{Binding, Config, Engine};
@@ -42,10 +44,15 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, Once};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::task::{Context, Poll};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use common::{
+    bounded, closed_within, fd_count, fds, find, is_timeout, rss, settle, thread_count,
+    thread_names, try_connect, IO_TIMEOUT,
+};
 
 // ---------------------------------------------------------------------------------------
 // Harness
@@ -56,30 +63,6 @@ static GATE: Mutex<()> = Mutex::new(());
 fn gate() -> MutexGuard<'static, ()> {
     quiet_expected_panics();
     GATE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs `f` on its own thread and fails if it does not finish within `limit` (or panics).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let th = thread::Builder::new()
-        .name("bounded-test-body".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            th.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match th.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the body finished without sending"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test body did not finish within {limit:?} (hang)")
-        }
-    }
 }
 
 /// Handlers here panic thousands of times on purpose: keep those off stderr.
@@ -106,70 +89,6 @@ fn quiet_expected_panics() {
 
 /// A non-string panic payload (the runtime must cope with any payload).
 struct ExpectedPanic;
-
-/// Bound on any single blocking socket operation of a client.
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
-
-fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
-    let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
-    s.set_nodelay(true)?;
-    Ok(s)
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn fd_count() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-fn fds() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| {
-            let target = std::fs::read_link(e.path())
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            format!("{}->{}", e.file_name().to_string_lossy(), target)
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task").unwrap().count()
-}
-
-fn thread_names() -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| {
-            std::fs::read_to_string(e.path().join("comm"))
-                .unwrap_or_default()
-                .trim()
-                .to_string()
-        })
-        .collect();
-    v.sort();
-    v
-}
-
-fn rss() -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap()
-        * 1024
-}
 
 /// What became of one request, as its client saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,14 +119,7 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> Outcome {
                 buf.extend_from_slice(&tmp[..n]);
                 Ok(())
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                Err("timeout".into())
-            }
+            Err(e) if is_timeout(&e) => Err("timeout".into()),
             Err(e) => Err(format!("{:?}", e.kind())),
         }
     };
@@ -330,21 +242,6 @@ fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> Outcome {
                 }
             }
         }
-    }
-}
-
-/// True if the peer closed (EOF or reset) within `within`, with no further byte.
-fn closed_within(s: &mut TcpStream, within: Duration) -> Result<(), String> {
-    s.set_read_timeout(Some(within)).unwrap();
-    let mut b = [0u8; 256];
-    match s.read(&mut b) {
-        Ok(0) => Ok(()),
-        Ok(n) => Err(format!(
-            "{n} unexpected bytes: {:?}",
-            String::from_utf8_lossy(&b[..n])
-        )),
-        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(()),
-        Err(e) => Err(format!("not closed within {within:?}: {e}")),
     }
 }
 
@@ -487,7 +384,7 @@ fn run_client(
         (format!("c{idx}-{seq}"), delay, pad)
     };
     'conns: while !stop.load(Ordering::Acquire) {
-        let mut s = match connect(addr) {
+        let mut s = match try_connect(addr) {
             Ok(s) => s,
             Err(e) => {
                 if signalled.lock().unwrap().is_none() {
@@ -893,7 +790,7 @@ fn serve_lifetime(i: usize, detach: bool) -> usize {
     ];
     let n = parked.len();
 
-    let mut a = connect(addr).expect("connect");
+    let mut a = try_connect(addr).expect("connect");
     let mut buf = Vec::new();
     for k in 0..3 {
         let delay = if k == 1 { 20 } else { 0 };
@@ -908,7 +805,7 @@ fn serve_lifetime(i: usize, detach: bool) -> usize {
             other => panic!("lifetime {i}, request {k}: {other:?}"),
         }
     }
-    let mut idle = connect(addr).expect("connect");
+    let mut idle = try_connect(addr).expect("connect");
     idle.write_all(b"GET /r/idle/0/0 HTTP/1.1\r\nHost: t\r\n\r\n")
         .unwrap();
     let mut ibuf = Vec::new();
@@ -948,26 +845,12 @@ fn serve_lifetime(i: usize, detach: bool) -> usize {
     n
 }
 
-/// Waits (up to 3 s) for threads and fds to come down to the given counts.
-fn settle(threads: usize, fds: usize) -> (usize, usize) {
-    let until = Instant::now() + Duration::from_secs(3);
-    loop {
-        let now = (thread_count(), fd_count());
-        if (now.0 <= threads && now.1 <= fds) || Instant::now() >= until {
-            return now;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// 50 lifetimes of an engine serving with `fibr::serve` in one process: after each,
 /// threads and descriptors are back to the baseline, and RSS does not creep.
 ///
-/// Fails intermittently today (about one lifetime in 20-40, so most runs): when a
-/// connection closes while `Shared::start_draining` (src/http/server.rs) has the
-/// connection list taken out, `forget` misses it and `start_draining` puts it back; the
-/// server's `Shared` then holds that `Conn` for good, a cycle (conn -> handler -> Shared ->
-/// conn) that keeps the whole runtime (its epoll and eventfd) alive.
+/// (Regression, about one lifetime in 20-40: `Shared::start_draining` once took the
+/// connection list out and put it back, so a connection closing meanwhile stayed listed,
+/// a cycle (conn -> handler -> Shared -> conn) that kept the whole runtime alive.)
 #[test]
 fn serve_runtime_start_stop_50_times_leaks_nothing() {
     let _g = gate();
@@ -978,9 +861,9 @@ fn serve_runtime_start_stop_50_times_leaks_nothing() {
 /// (as in tokio): the shutdown must drop their futures, and with them the sockets and
 /// timers they hold. 10 lifetimes, each leaving 4 such tasks.
 ///
-/// Fails today: a detached task keeps itself alive (`Task::keep` in src/exec/task.rs) and
-/// nothing releases that at shutdown, so each lifetime leaks the tasks, their sockets, and
-/// through the sockets' `Registration` (an `Arc<Loop>`) the loop's epoll and eventfd.
+/// (Regression: a detached task keeps itself alive (`Task::keep`), and nothing released
+/// that at shutdown, so each lifetime leaked the tasks, their sockets and, through the
+/// sockets' `Registration`, the loop's epoll and eventfd.)
 #[test]
 fn detached_tasks_pending_at_shutdown_are_dropped() {
     let _g = gate();
@@ -1220,11 +1103,9 @@ fn panics_in_many_connections_disturb_no_other() {
 /// A response body whose `Drop` panics (the one panic the HTTP server does not catch
 /// itself): that connection may close, but the connection layer must survive it.
 ///
-/// Fails today: the panic unwinds through `Conn::with_context` (src/conn/mod.rs), which
-/// poisons the connection's `context` mutex; `Inner::call` catches it and calls
-/// `close_now`, whose `self.context.lock().unwrap()` then panics outside any
-/// `catch_unwind`, killing the worker thread (the pool replaces it) and skipping
-/// `rt.conn_closed()`, so the engine counts the connection open forever.
+/// (Regression: the panic poisoned the connection's `context` mutex, and `close_now`'s
+/// `lock().unwrap()` then panicked outside any `catch_unwind`, killing workers and leaving
+/// the connection counted open forever.)
 #[test]
 fn a_body_whose_drop_panics_kills_nothing_else() {
     let _g = gate();
@@ -1254,7 +1135,7 @@ fn panic_storm(kinds: &[usize], n_victims: usize) {
         .map(|i| {
             let stop = stop.clone();
             thread::spawn(move || -> Result<(usize, Duration), String> {
-                let mut s = connect(addr).map_err(|e| e.to_string())?;
+                let mut s = try_connect(addr).map_err(|e| e.to_string())?;
                 let mut buf = Vec::new();
                 let (mut n, mut worst) = (0usize, Duration::ZERO);
                 while !stop.load(Ordering::Acquire) {
@@ -1283,7 +1164,7 @@ fn panic_storm(kinds: &[usize], n_victims: usize) {
             thread::spawn(move || -> Result<[usize; 7], String> {
                 // Counts per kind: call, any, now, later, ready, body, drop.
                 let mut counts = [0usize; 7];
-                let mut s = connect(addr).map_err(|e| e.to_string())?;
+                let mut s = try_connect(addr).map_err(|e| e.to_string())?;
                 let mut buf = Vec::new();
                 let mut k = i;
                 while !stop.load(Ordering::Acquire) {
@@ -1325,7 +1206,7 @@ fn panic_storm(kinds: &[usize], n_victims: usize) {
                             }
                             closed_within(&mut s, Duration::from_secs(2))
                                 .map_err(|e| format!("victim {i}: poll_ready panic: {e}"))?;
-                            s = connect(addr).map_err(|e| e.to_string())?;
+                            s = try_connect(addr).map_err(|e| e.to_string())?;
                             buf.clear();
                         }
                         5 => {
@@ -1333,7 +1214,7 @@ fn panic_storm(kinds: &[usize], n_victims: usize) {
                                 Outcome::Partial { .. } => {}
                                 other => return Err(format!("victim {i}: body panic: {other:?}")),
                             }
-                            s = connect(addr).map_err(|e| e.to_string())?;
+                            s = try_connect(addr).map_err(|e| e.to_string())?;
                             buf.clear();
                         }
                         _ => {
@@ -1346,7 +1227,7 @@ fn panic_storm(kinds: &[usize], n_victims: usize) {
                             if let Outcome::Complete { status: 200, .. } = o {
                                 counts[6] += 1000; // answered in full (tallied apart)
                             }
-                            s = connect(addr).map_err(|e| e.to_string())?;
+                            s = try_connect(addr).map_err(|e| e.to_string())?;
                             buf.clear();
                         }
                     }
@@ -1391,7 +1272,7 @@ fn panic_storm(kinds: &[usize], n_victims: usize) {
         thread::sleep(Duration::from_millis(10));
     }
     let left = engine.connections();
-    let mut fresh = connect(addr).expect("connect after the panics");
+    let mut fresh = try_connect(addr).expect("connect after the panics");
     let mut buf = Vec::new();
     let after = get(&mut fresh, &mut buf, "/ok/fresh");
     let workers_after = engine.workers();

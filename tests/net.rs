@@ -5,51 +5,20 @@
 //! Every test body runs under a watchdog (`bounded`), and std sockets get read/write
 //! timeouts, so a hang fails the test instead of stalling the suite.
 
+mod common;
+
 use fibr::net::{TcpListener, TcpStream, UdpSocket, UnixListener, UnixStream};
 use fibr::time::{self, timeout};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Runs `f` on its own thread and fails if it does not finish within `limit` (or panics).
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let th = thread::Builder::new()
-        .name("bounded-test-body".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        })
-        .unwrap();
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            th.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match th.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!("the body finished without sending"),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            panic!("test body did not finish within {limit:?} (hang)")
-        }
-    }
-}
+use common::{bounded, step, try_connect, TempPath};
 
 const LIMIT: Duration = Duration::from_secs(10);
-/// Bound on any single awaited I/O step inside a test.
-const STEP: Duration = Duration::from_secs(5);
-
-/// Awaits `fut` for at most [`STEP`], panicking with `what` on a timeout.
-async fn step<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    match timeout(STEP, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("{what}: timed out after {STEP:?}"),
-    }
-}
 
 /// A deterministic, position-dependent byte pattern (so reordering or loss shows).
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -58,27 +27,14 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// A path for a Unix socket that no other test (or run) uses.
-fn temp_sock(tag: &str) -> PathBuf {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let n = N.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    std::env::temp_dir().join(format!(
-        "fibr-net-{tag}-{}-{n}-{nanos}.sock",
-        std::process::id()
-    ))
-}
-
-/// Removes the socket file when dropped.
-struct RmOnDrop(PathBuf);
-
-impl Drop for RmOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// A connected pair of TCP streams on 127.0.0.1: (client, accepted server side).
+async fn tcp_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accept = fibr::spawn(async move { listener.accept().await.map(|(s, _)| s) });
+    let c = step("connect", TcpStream::connect(addr)).await.unwrap();
+    let s = step("accept", accept).await.unwrap().unwrap();
+    (c, s)
 }
 
 /// Echoes everything read until end of stream, then shuts down its write half.
@@ -163,11 +119,8 @@ fn tcp_server_split_reader_and_writer_tasks() {
     const LEN: usize = 1 << 20;
     bounded(LIMIT, || {
         fibr::run(async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let accept = fibr::spawn(async move { listener.accept().await.map(|(s, _)| s) });
-            let client = Arc::new(step("connect", TcpStream::connect(addr)).await.unwrap());
-            let server = Arc::new(step("accept", accept).await.unwrap().unwrap());
+            let (client, server) = tcp_pair().await;
+            let (client, server) = (Arc::new(client), Arc::new(server));
 
             let mut hs = Vec::new();
             for (me, seed) in [(client.clone(), 1u8), (server.clone(), 2u8)] {
@@ -297,11 +250,7 @@ fn connect_to_a_closed_port_is_refused_not_a_hang() {
 fn read_returns_zero_at_eof_after_peer_shutdown() {
     bounded(LIMIT, || {
         fibr::run(async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let accept = fibr::spawn(async move { listener.accept().await.map(|(s, _)| s) });
-            let c = step("connect", TcpStream::connect(addr)).await.unwrap();
-            let s = step("accept", accept).await.unwrap().unwrap();
+            let (c, s) = tcp_pair().await;
 
             c.write_all(b"last words").await.unwrap();
             c.shutdown().await.unwrap();
@@ -328,11 +277,8 @@ fn read_returns_zero_at_eof_after_peer_shutdown() {
             assert_eq!(got, b"ack");
 
             // EOF while a read is already pending (the wake-up comes from the loop).
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let accept = fibr::spawn(async move { listener.accept().await.map(|(s, _)| s) });
-            let c = step("connect", TcpStream::connect(addr)).await.unwrap();
-            let s = Arc::new(step("accept", accept).await.unwrap().unwrap());
+            let (c, s) = tcp_pair().await;
+            let s = Arc::new(s);
             let s2 = s.clone();
             let pending_read = fibr::spawn(async move {
                 let mut b = [0u8; 16];
@@ -441,8 +387,8 @@ fn udp_many_datagrams_to_a_std_peer() {
 #[test]
 fn unix_stream_echo() {
     bounded(LIMIT, || {
-        let path = temp_sock("echo");
-        let _rm = RmOnDrop(path.clone());
+        let sock = TempPath::sock("net-echo");
+        let path = sock.to_path_buf();
         fibr::run(async move {
             let listener = UnixListener::bind(&path).unwrap();
             let server = fibr::spawn(async move {
@@ -500,7 +446,8 @@ fn unix_stream_echo() {
 #[test]
 fn unix_connect_to_a_missing_path_fails() {
     bounded(LIMIT, || {
-        let path = temp_sock("missing");
+        let sock = TempPath::sock("net-missing");
+        let path = sock.to_path_buf();
         fibr::run(async move {
             let r = step("connect", UnixStream::connect(&path)).await;
             assert!(r.is_err(), "connected to a path with no listener");
@@ -574,11 +521,7 @@ fn two_hundred_concurrent_tcp_connections_each_echoing() {
 fn a_timed_out_read_leaves_the_stream_usable() {
     bounded(LIMIT, || {
         fibr::run(async {
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let accept = fibr::spawn(async move { listener.accept().await.map(|(s, _)| s) });
-            let c = step("connect", TcpStream::connect(addr)).await.unwrap();
-            let s = step("accept", accept).await.unwrap().unwrap();
+            let (c, s) = tcp_pair().await;
 
             let mut buf = [0u8; 64];
             for _ in 0..3 {
@@ -625,9 +568,7 @@ fn fibr_server_with_a_std_client_thread() {
         let (addr_tx, addr_rx) = mpsc::channel::<SocketAddr>();
         let client = thread::spawn(move || -> io::Result<Vec<u8>> {
             let addr = addr_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-            s.set_read_timeout(Some(Duration::from_secs(5)))?;
-            s.set_write_timeout(Some(Duration::from_secs(5)))?;
+            let mut s = try_connect(addr)?;
             let data = pattern(200_000, 9);
             let mut w = s.try_clone()?;
             let writer = thread::spawn(move || -> io::Result<()> {
