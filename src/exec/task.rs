@@ -9,6 +9,7 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
@@ -82,6 +83,8 @@ struct JoinSlot<T> {
     detached: bool,
     /// The task finished (or was cancelled).
     done: bool,
+    /// Registered with the pool as a detached task waiting for a wake-up (see `track`).
+    tracked: bool,
 }
 
 struct Task<F: Future> {
@@ -92,6 +95,8 @@ struct Task<F: Future> {
     join: Mutex<JoinSlot<F::Output>>,
     /// The task's own handle while it runs detached (see `detach`).
     keep: Mutex<Option<Arc<Task<F>>>>,
+    /// Set (once) when a poll first returned Pending.
+    pended: AtomicBool,
 }
 
 // SAFETY: `future` is only accessed by the one worker that holds the task's scheduled
@@ -104,19 +109,33 @@ where
     F::Output: Send + 'static,
 {
     fn complete(&self, out: Result<F::Output, JoinError>) {
-        let (waker, keep) = {
+        let (waker, keep, tracked) = {
             let mut j = self.join.lock().unwrap();
             j.done = true;
             if !j.detached {
                 j.output = Some(out);
             }
-            (j.waker.take(), self.keep.lock().unwrap().take())
+            (j.waker.take(), self.keep.lock().unwrap().take(), j.tracked)
         };
-        if keep.is_some() {
+        if keep.is_some() && tracked {
             self.pool.untrack_detached(self as *const Self as usize);
         }
         if let Some(w) = waker {
             w.wake();
+        }
+    }
+
+    /// Registers a detached task that is waiting for a wake-up with the pool, so shutdown
+    /// can free it (see `Pool::shutdown`). Only such tasks need it: a queued one is found in
+    /// the queue, and most tasks finish in their first poll and never get here. Called under
+    /// the join lock (by `detach`, or by the first poll that returned Pending, whichever
+    /// comes second), so `complete` cannot slip in between and leave a stale entry.
+    fn track(self: &Arc<Self>, j: &mut JoinSlot<F::Output>) {
+        if j.detached && !j.done && !j.tracked {
+            j.tracked = true;
+            let key = Arc::as_ptr(self) as *const () as usize;
+            let weak: Weak<dyn Runnable> = Arc::downgrade(&(self.clone() as Arc<dyn Runnable>));
+            self.pool.track_detached(key, weak);
         }
     }
 
@@ -220,7 +239,13 @@ where
                 // SAFETY: the future lives in the Arc'd task and is never moved until dropped.
                 let pinned = unsafe { Pin::new_unchecked(fut) };
                 match catch_unwind(AssertUnwindSafe(|| pinned.poll(&mut cx))) {
-                    Ok(Poll::Pending) => {}
+                    Ok(Poll::Pending) => {
+                        if !self.pended.load(Ordering::Relaxed) {
+                            self.pended.store(true, Ordering::Relaxed);
+                            let mut j = self.join.lock().unwrap();
+                            self.track(&mut j);
+                        }
+                    }
                     Ok(Poll::Ready(v)) => {
                         *slot = None;
                         self.complete(Ok(v));
@@ -299,11 +324,9 @@ where
             // A detached task belongs to the runtime until it finishes, even if nothing
             // else (no waker) refers to it, as with tokio.
             *self.keep.lock().unwrap() = Some(self.clone());
-            // Under the join lock, so `complete` (which sets `done` under it and untracks
-            // after) cannot slip in between and leave a stale entry.
-            let key = Arc::as_ptr(&self) as *const () as usize;
-            let weak: Weak<dyn Runnable> = Arc::downgrade(&(self.clone() as Arc<dyn Runnable>));
-            self.pool.track_detached(key, weak);
+            if self.pended.load(Ordering::Relaxed) {
+                self.track(&mut j);
+            }
         }
     }
 }
@@ -363,8 +386,10 @@ where
             waker: None,
             detached: false,
             done: false,
+            tracked: false,
         }),
         keep: Mutex::new(None),
+        pended: AtomicBool::new(false),
     });
     pool.schedule(task.clone());
     JoinHandle { task }
