@@ -7,7 +7,11 @@
 //! cargo bench --bench client --features client              # 5 s phases, 3 runs
 //! cargo bench --bench client --features client -- --quick   # 1 s phases, 1 run
 //! BENCH_SERVER=axum cargo bench --bench client --features client   # serve with axum::serve
+//! cargo bench --bench client --features client -- --json out.json  # also the results as JSON
 //! ```
+//!
+//! `cargo bench --bench compare` runs this bench with `--json` and puts its figures in its
+//! report.
 //!
 //! The server is `examples/bench_server.rs` (built here unless `--no-build`; `fibr` by
 //! default, `BENCH_SERVER=axum` for axum on tokio, one worker either way), a child process
@@ -126,6 +130,10 @@ fn main() -> ExitCode {
 fn bench() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let json_path = match args.iter().position(|a| a == "--json") {
+        Some(i) => Some(args.get(i + 1).ok_or("--json takes a file path")?.clone()),
+        None => None,
+    };
     let (phase, runs) = if quick {
         (Duration::from_secs(1), 1)
     } else {
@@ -202,7 +210,65 @@ fn bench() -> Result<(), String> {
             if ratio <= GOAL { "met" } else { "NOT met" }
         );
     }
+    if let Some(path) = json_path {
+        let doc = to_json(&server_name, phase, runs, quick, &samples);
+        std::fs::write(&path, doc).map_err(|e| format!("writing {path}: {e}"))?;
+        println!("wrote {path}");
+    }
     Ok(())
+}
+
+/// The results, machine-readable (what `benches/compare.rs` reads): every run of every
+/// client, and the medians.
+fn to_json(
+    server: &str,
+    phase: Duration,
+    runs: usize,
+    quick: bool,
+    samples: &[Vec<Sample>],
+) -> String {
+    let clients: Vec<serde_json::Value> = CLIENTS
+        .iter()
+        .zip(samples)
+        .map(|(c, ss)| {
+            serde_json::json!({
+                "key": c.key(),
+                "name": c.name(),
+                "runs": ss.iter().map(|s| serde_json::json!({
+                    "requests": s.requests,
+                    "wall_s": s.wall.as_secs_f64(),
+                    "cpu_us": s.cpu_us,
+                    "user_us": s.user_us,
+                    "switches": s.switches,
+                    "rps": s.rps(),
+                    "cpu_per_req_us": s.cpu_per_req(),
+                    "cpu_pct": s.cpu_pct(),
+                })).collect::<Vec<_>>(),
+                "median": {
+                    "rps": median(ss.iter().map(Sample::rps)),
+                    "cpu_per_req_us": median(ss.iter().map(Sample::cpu_per_req)),
+                    "cpu_pct": median(ss.iter().map(Sample::cpu_pct)),
+                },
+            })
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "bench": "client",
+        "command": format!("cargo bench --bench client --features client{}",
+            if quick { " -- --quick" } else { "" }),
+        "server": server,
+        "in_flight": IN_FLIGHT,
+        "request": "GET /",
+        "phase_s": phase.as_secs_f64(),
+        "warmup_s": WARMUP.as_secs_f64(),
+        "runs": runs,
+        "quick": quick,
+        "goal_cpu_vs_hyper_util": GOAL,
+        "clients": clients,
+    });
+    let mut text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
+    text.push('\n');
+    text
 }
 
 fn median(v: impl Iterator<Item = f64>) -> f64 {

@@ -4,7 +4,8 @@
 //! ```sh
 //! cargo bench --bench compare                      # 5 s phases, 3 runs, 10,000 idle connections
 //! cargo bench --bench compare -- --quick           # 1 s phases, 1 run, 1,000 idle connections
-//! cargo bench --bench compare -- --only pipelined  # one scenario: plain echo pipelined churn idle
+//! cargo bench --bench compare -- --only pipelined  # one scenario (or a list: a,b): plain echo
+//!                                                  # pipelined churn idle websocket client executor
 //! cargo bench --bench compare -- --servers fibr,axum,floor   # a subset of the servers
 //! cargo bench --bench compare -- --update-readme   # then rewrite README.md's section
 //! cargo bench --bench compare -- --from-json --update-readme # report the last results again
@@ -25,6 +26,10 @@
 //!   request can cost here, the limit fibr's CPU per request is measured against. (It does
 //!   not echo: POST /echo gets the fixed `hello` too.)
 //!
+//! The WebSocket scenario runs on the servers that speak it: fibr and axum::serve with the
+//! same axum echo handler (`GET /ws`, axum's own `WebSocketUpgrade`), and actix-web with
+//! `actix-ws`.
+//!
 //! `BENCH_WORKERS` defaults to 1: the same worker count for all. Each server runs pinned to
 //! the first CPU this process may use (`taskset -c`); the load generator, and this process,
 //! to the second.
@@ -41,7 +46,21 @@
 //!   least the requests completed);
 //! - **idle**: 10,000 keep-alive connections opened by this process, one GET / each with its
 //!   response read; the server's RSS per connection above the empty server (which has
-//!   answered one request).
+//!   answered one request);
+//! - **websocket**: 100 WebSocket connections to `/ws`, each sending a 64-byte text message
+//!   and waiting for its echo before the next (a load generator of this bench's own,
+//!   `compare/ws.rs`: one thread, epoll; no external tool speaks WebSocket); messages/s and
+//!   server CPU per message;
+//! - **client**: `benches/client.rs` as it is (`cargo bench --bench client --features
+//!   client -- --json FILE`): fibr::client against hyper-util's legacy client on tokio
+//!   (multi-thread and current-thread runtimes), and a hand-written HTTP/1 client on
+//!   fibr::net, fetching GET / from fibr's bench server with 50 requests in flight; client
+//!   CPU per request and requests/s, ratios to hyper-util on the multi-thread runtime;
+//! - **executor**: `benches/executor.rs` as it is (`cargo bench --bench executor -- --json
+//!   FILE`): fibr's worker pool against tokio's multi-thread runtime, ns per task or
+//!   hand-off in four micro-benchmarks, ratios to tokio. These two run on both CPUs (they
+//!   pin their own threads) after the server scenarios, with their own repetitions (3 and
+//!   5; `--quick`: 1 and 3).
 //!
 //! Figures: requests/s (the load generator's count over its measuring time), **server CPU
 //! time per request** (utime + stime from `/proc/PID/stat`, all threads, over the tool's run,
@@ -58,8 +77,9 @@
 //! replace the full results), and with `--update-readme` README.md's text between
 //! `<!-- compare:begin -->` and `<!-- compare:end -->`.
 //!
-//! The bench builds what it runs (`cargo build --release --example bench_server` and
-//! `cargo build --release -p fibr-bench-peers`) unless given `--no-build`. It needs `wrk`,
+//! The bench builds what it runs (`cargo build --release --example bench_server --features
+//! axum,tokio`, `cargo build --release -p fibr-bench-peers`, and `cargo bench --no-run` of
+//! the client and executor benches) unless given `--no-build`. It needs `wrk`,
 //! `h2load` (apt package nghttp2-client), `ab` (apache2-utils) and `taskset` (util-linux).
 //! Servers are killed on every path, and die with this process.
 
@@ -72,10 +92,14 @@ mod os_support;
 mod idle;
 #[path = "compare/load.rs"]
 mod load;
+#[path = "compare/micro.rs"]
+mod micro;
 #[path = "compare/proc.rs"]
 mod proc;
 #[path = "compare/report.rs"]
 mod report;
+#[path = "compare/ws.rs"]
+mod ws;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -120,16 +144,27 @@ pub enum Scenario {
     Pipelined,
     Churn,
     Idle,
+    Websocket,
+    Client,
+    Executor,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 5] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
         Scenario::Churn,
         Scenario::Idle,
+        Scenario::Websocket,
+        Scenario::Client,
+        Scenario::Executor,
     ];
+
+    /// Measured on the servers (the others run a bench of their own).
+    pub fn on_servers(self) -> bool {
+        !matches!(self, Scenario::Client | Scenario::Executor)
+    }
 
     /// The name `--only` takes and the JSON uses.
     pub fn key(self) -> &'static str {
@@ -139,6 +174,17 @@ impl Scenario {
             Scenario::Pipelined => "pipelined",
             Scenario::Churn => "churn",
             Scenario::Idle => "idle",
+            Scenario::Websocket => "websocket",
+            Scenario::Client => "client",
+            Scenario::Executor => "executor",
+        }
+    }
+
+    /// What the scenario counts: HTTP requests, or WebSocket messages.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Scenario::Websocket => "msg",
+            _ => "req",
         }
     }
 
@@ -153,6 +199,9 @@ impl Scenario {
             Scenario::Pipelined => "pipelined GET / ×16",
             Scenario::Churn => "connection churn",
             Scenario::Idle => "idle keep-alive",
+            Scenario::Websocket => "WebSocket echo 64 B",
+            Scenario::Client => "HTTP client",
+            Scenario::Executor => "executor",
         }
     }
 
@@ -165,6 +214,13 @@ impl Scenario {
             Scenario::Pipelined => format!("h2load --h1 -c100 -m16 -D{secs}"),
             Scenario::Churn => format!("ab -c50 -t{secs} (no -k)"),
             Scenario::Idle => format!("{} connections, one GET each", set.idle_conns),
+            Scenario::Websocket => format!(
+                "{} connections × {} B text echo, -d{secs}s",
+                ws::CONNS,
+                ws::PAYLOAD
+            ),
+            Scenario::Client => micro::CLIENT.command(set.runs == QUICK.runs),
+            Scenario::Executor => micro::EXECUTOR.command(set.runs == QUICK.runs),
         }
     }
 }
@@ -183,6 +239,15 @@ pub struct Server {
     pub program: Program,
     /// Serves every route for real (the floor answers everything with `hello`).
     pub real: bool,
+    /// Serves the WebSocket echo at `/ws`.
+    pub ws: bool,
+}
+
+impl Server {
+    /// Takes part in scenario `sc`.
+    pub fn runs(&self, sc: Scenario) -> bool {
+        sc.on_servers() && (sc != Scenario::Websocket || self.ws)
+    }
 }
 
 pub const SERVERS: [Server; 5] = [
@@ -191,30 +256,35 @@ pub const SERVERS: [Server; 5] = [
         label: "fibr",
         program: Program::BenchServer("fibr"),
         real: true,
+        ws: true,
     },
     Server {
         key: "axum",
         label: "axum::serve",
         program: Program::BenchServer("axum"),
         real: true,
+        ws: true,
     },
     Server {
         key: "hyper",
         label: "hyper",
         program: Program::Peer("hyper_plain"),
         real: true,
+        ws: false,
     },
     Server {
         key: "actix",
         label: "actix-web",
         program: Program::Peer("actix"),
         real: true,
+        ws: true,
     },
     Server {
         key: "floor",
         label: "floor",
         program: Program::Peer("floor"),
         real: false,
+        ws: false,
     },
 ];
 
@@ -347,6 +417,7 @@ fn bench() -> Result<(), String> {
     }
     let set = if opts.quick { QUICK } else { FULL };
     let scenarios = &opts.scenarios;
+    let on_servers = scenarios.iter().any(|s| s.on_servers());
     let mut tools = vec![("taskset", "util-linux")];
     if scenarios.contains(&Scenario::Plain) || scenarios.contains(&Scenario::Echo) {
         tools.push(("wrk", "wrk"));
@@ -360,7 +431,13 @@ fn bench() -> Result<(), String> {
     for (tool, package) in tools {
         os_support::which(tool, &format!("install it: apt-get install {package}"))?;
     }
-    let bins = Binaries::find(opts.build)?;
+    let bins = if on_servers {
+        Some(Binaries::find(opts.build)?)
+    } else {
+        None
+    };
+    // The client and executor benches get every CPU this process was given.
+    let all_cpus = proc::allowed_cpus()?;
     let (server_cpu, client_cpu) = proc::pick_cpus()?;
     // Servers and load generators inherit the raised limit.
     let nofile = os_support::raise_nofile(set.idle_conns as u64 + 512)?;
@@ -380,16 +457,23 @@ fn bench() -> Result<(), String> {
         set.idle_conns
     );
     for sc in scenarios {
-        for s in &opts.servers {
+        for s in opts.servers.iter().filter(|s| s.runs(*sc)) {
             rep.cells.push(report::Cell::new(*sc, s.key));
         }
     }
     for run in 0..set.runs {
-        for &sc in scenarios {
+        for &sc in scenarios.iter().filter(|s| s.on_servers()) {
+            let Some(bins) = &bins else { break };
             // Rotate the servers' order from run to run, so drift does not favour one.
-            let n = opts.servers.len();
+            let servers: Vec<&Server> = opts
+                .servers
+                .iter()
+                .copied()
+                .filter(|s| s.runs(sc))
+                .collect();
+            let n = servers.len();
             for i in 0..n {
-                let s = opts.servers[(i + run) % n];
+                let s = servers[(i + run) % n];
                 let ctx = |e: String| format!("{} / {} run {}: {e}", sc.key(), s.key, run + 1);
                 let bin = bins.path(s);
                 if sc == Scenario::Idle {
@@ -422,16 +506,29 @@ fn bench() -> Result<(), String> {
                 for attempt in 0..=NOISY_RETRIES {
                     let srv = RunningServer::start(&bin, s, server_cpu, &workers).map_err(ctx)?;
                     idle::check_routes(srv.addr, s.real).map_err(ctx)?;
-                    let r = load::load_run(&srv, sc, &set, client_cpu, &lua.0).map_err(ctx)?;
+                    let r = if sc == Scenario::Websocket {
+                        ws::check_ws(srv.addr).map_err(ctx)?;
+                        ws::ws_run(&srv, &set, client_cpu)
+                    } else {
+                        load::load_run(&srv, sc, &set, client_cpu, &lua.0)
+                    };
+                    let r = r
+                        .map_err(|e| match srv.check_alive() {
+                            Ok(()) => e,
+                            Err(dead) => format!("{e} ({dead})"),
+                        })
+                        .map_err(ctx)?;
                     eprintln!(
-                        "  {:<10} {:<12} run {}: {:.0} req/s, {:.2} µs CPU/req, CPU {:.0} % \
+                        "  {:<10} {:<12} run {}: {:.0} {}/s, {:.2} µs CPU/{}, CPU {:.0} % \
                          (load {:.0} %), p99 {}, peak RSS {} KiB, {:.3} conns/req, {} errors, \
                          other load {:.0} %",
                         sc.key(),
                         s.label,
                         run + 1,
                         r.rps(),
+                        sc.unit(),
                         r.cpu_per_req(),
+                        sc.unit(),
                         r.cpu_pct(),
                         r.client_pct(),
                         report::fmt_us(r.p99_us),
@@ -457,6 +554,33 @@ fn bench() -> Result<(), String> {
         }
     }
     drop(lua);
+    // The benches of their own, once each (they repeat their phases themselves).
+    let quick: &[&str] = if opts.quick { &["--quick"] } else { &[] };
+    if scenarios.contains(&Scenario::Client) {
+        eprintln!("  client: {}", Scenario::Client.tool(&set));
+        let mut args = quick.to_vec();
+        if !opts.build {
+            args.push("--no-build");
+        }
+        let v = micro::CLIENT
+            .run(&args, &all_cpus, opts.build)
+            .map_err(|e| format!("client: {e}"))?;
+        micro::client_figs(&v).map_err(|e| format!("client: {e}"))?;
+        rep.client = Some(v);
+    }
+    if scenarios.contains(&Scenario::Executor) {
+        eprintln!("  executor: {}", Scenario::Executor.tool(&set));
+        let mut v = micro::EXECUTOR
+            .run(quick, &all_cpus, opts.build)
+            .map_err(|e| format!("executor: {e}"))?;
+        v["cpus"] = serde_json::json!(all_cpus
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(","));
+        micro::exec_figs(&v).map_err(|e| format!("executor: {e}"))?;
+        rep.executor = Some(v);
+    }
     rep.finish();
     let json = rep.to_json();
     let json_path = dir.join(format!("{stem}.json"));
@@ -495,7 +619,7 @@ impl Binaries {
         if build {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             for args in [
-                &["build", "--release", "--example", "bench_server"][..],
+                &os_support::bench_server_build_args()[..],
                 &["build", "--release", "-p", "fibr-bench-peers"][..],
             ] {
                 let status = Command::new(&cargo)

@@ -7,7 +7,11 @@
 //! cargo bench --bench executor -- --workers 4       # or FIBR_BENCH_WORKERS=4
 //! cargo bench --bench executor -- spawn burst       # only scenarios whose name matches
 //! cargo bench --bench executor -- --only fibr --reps 20 spawn   # for profiling one side
+//! cargo bench --bench executor -- --json out.json   # also the results as JSON
 //! ```
+//!
+//! `cargo bench --bench compare` runs this bench with `--json` and puts its figures in its
+//! report.
 //!
 //! Scenarios (each run `reps` times per runtime, fibr and tokio interleaved; the table
 //! shows the median with min-max, in ns per task or per hand-off):
@@ -435,6 +439,7 @@ fn main() {
     let mut filters: Vec<String> = Vec::new();
     let mut only: Option<String> = None;
     let mut reps: Option<usize> = None;
+    let mut json_path: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -450,6 +455,7 @@ fn main() {
             }
             "--only" => only = Some(args.next().expect("--only fibr|tokio")),
             "--reps" => reps = Some(args.next().and_then(|s| s.parse().ok()).expect("--reps N")),
+            "--json" => json_path = Some(args.next().expect("--json PATH")),
             s if s.starts_with("--workers=") => {
                 workers = Some(s["--workers=".len()..].parse().expect("--workers=N"))
             }
@@ -560,6 +566,8 @@ fn main() {
 
     let selected = |rt: &Rt| !matches!(only.as_deref(), Some(o) if o != rt.name());
     let mut rows = Vec::new();
+    // Every repetition's figure, for --json.
+    let mut runs: Vec<(&Scenario, Vec<f64>, Vec<f64>)> = Vec::new();
     for sc in scenarios.iter() {
         if !filters.is_empty() && !filters.iter().any(|f| sc.name.contains(f.as_str())) {
             continue;
@@ -596,7 +604,8 @@ fn main() {
                 }
             }
         }
-        rows.push((sc, stats(f), stats(t)));
+        rows.push((sc, stats(f.clone()), stats(t.clone())));
+        runs.push((sc, f, t));
     }
 
     println!();
@@ -630,6 +639,37 @@ fn main() {
             cell(t),
             ratio
         );
+    }
+
+    if let Some(path) = json_path {
+        let scenarios: Vec<serde_json::Value> = runs
+            .iter()
+            .map(|(sc, f, t)| {
+                let med = |v: &[f64]| stats(v.to_vec()).map(|s| s.median);
+                serde_json::json!({
+                    "name": sc.name,
+                    "desc": sc.desc,
+                    "unit": sc.unit,
+                    "fibr": f,
+                    "tokio": t,
+                    "median": { "fibr": med(f), "tokio": med(t) },
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "bench": "executor",
+            "command": format!("cargo bench --bench executor{}",
+                if quick { " -- --quick" } else { "" }),
+            "workers": workers,
+            "reps": reps,
+            "quick": quick,
+            "work_ns": work_ns,
+            "scenarios": scenarios,
+        });
+        let mut text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
+        text.push('\n');
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {path}: {e}"));
+        println!("wrote {path}");
     }
 
     if let Rt::Fibr(e) = &fibr {

@@ -9,10 +9,20 @@
 //! ```
 //!
 //! Routes: `GET /` answers `hello`, `POST /echo` answers the request body, `GET /json`
-//! answers a small JSON object. `BENCH_WORKERS` (default 1) sets the worker threads: fibr
-//! runs one event loop and that many workers, tokio a multi-thread runtime with that many
-//! workers. Once listening, the server prints `<name> listening on <addr>` on stderr.
+//! answers a small JSON object, and `GET /ws` is axum's WebSocket echo (`WebSocketUpgrade`,
+//! every text or binary message sent back). `BENCH_WORKERS` (default 1) sets the worker
+//! threads: fibr runs one event loop and that many workers, tokio a multi-thread runtime
+//! with that many workers. Once listening, the server prints `<name> listening on <addr>`
+//! on stderr.
+//!
+//! On fibr, `/ws` needs fibr's features `axum` (the upgrade request is handed to hyper,
+//! which alone makes axum's `OnUpgrade`) and `tokio` (axum's `on_upgrade` calls
+//! `tokio::spawn`: the echo task runs on fibr's background tokio runtime, one worker, over
+//! fibr's I/O). The benches build it so:
+//! `cargo build --release --example bench_server --features axum,tokio`; without them,
+//! fibr answers `/ws` with an error and the other routes as usual.
 
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::io;
@@ -27,6 +37,28 @@ fn app() -> Router {
             "/json",
             get(|| async { Json(serde_json::json!({ "message": "hello", "from": "bench" })) }),
         )
+        .route(
+            "/ws",
+            get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
+        )
+}
+
+/// axum's WebSocket echo: every text or binary message back, until a Close.
+async fn echo(mut socket: WebSocket) {
+    while let Some(Ok(msg)) = socket.recv().await {
+        match msg {
+            // axum answers pings itself.
+            Message::Ping(_) | Message::Pong(_) => continue,
+            Message::Close(_) => break,
+            msg => {
+                if socket.send(msg).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    // Flushes the close reply queued when the client's Close arrived.
+    let _ = futures_util::SinkExt::close(&mut socket).await;
 }
 
 fn invalid(msg: String) -> io::Error {

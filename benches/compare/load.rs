@@ -66,7 +66,7 @@ pub struct TempFile(pub PathBuf);
 impl TempFile {
     /// In /dev/shm where there is one: h2load writes a line per request, and a disk file's
     /// writeback would load the CPUs (kernel threads the phase does not count).
-    fn new(suffix: &str) -> TempFile {
+    pub fn new(suffix: &str) -> TempFile {
         let shm = Path::new("/dev/shm");
         let dir = if shm.is_dir() {
             shm.to_path_buf()
@@ -127,7 +127,7 @@ fn command(sc: Scenario, url: &str, d: Duration, lua: &Path, log: Option<&Path>)
             }
             push(&[url]);
         }
-        Scenario::Idle => unreachable!("the idle scenario has no load generator"),
+        _ => unreachable!("{} has no external load generator", sc.key()),
     }
     a
 }
@@ -141,7 +141,82 @@ fn parse(sc: Scenario, text: &str) -> Result<(u64, Duration, Option<f64>, u64), 
         }
         Scenario::Pipelined => parse_h2load(text).map(|(n, wall, errors)| (n, wall, None, errors)),
         Scenario::Churn => parse_ab(text).map(|(n, wall, errors)| (n, wall, None, errors)),
-        Scenario::Idle => unreachable!(),
+        _ => unreachable!(),
+    }
+}
+
+/// What a load generator counted in its measured phase.
+pub struct Measured {
+    pub requests: u64,
+    /// Its measuring time.
+    pub wall: Duration,
+    pub p99_us: f64,
+    pub errors: u64,
+}
+
+/// What `/proc` says about the server and the CPUs over a measured phase.
+pub struct Sampled {
+    /// Server CPU time (all threads), µs.
+    pub cpu_us: f64,
+    /// CPU time of this process and its reaped children (the load generator), µs.
+    pub client_us: f64,
+    pub other_server_us: f64,
+    pub other_client_us: f64,
+    /// TCP connections opened on the machine (`ActiveOpens`).
+    pub opens: u64,
+    /// VmHWM after the phase.
+    pub peak_rss_kib: u64,
+}
+
+/// Runs `phase` (the measured load, on CPU `cpu`: in this process or a child it reaps) and
+/// samples the server's CPU time and the two CPUs' busy time around it.
+pub fn measure<T>(
+    srv: &RunningServer,
+    cpu: usize,
+    phase: impl FnOnce() -> Result<T, String>,
+) -> Result<(Sampled, T), String> {
+    let opens_before = proc::tcp_active_opens()?;
+    let before = srv.cpu_us()?;
+    let (server_core_before, client_core_before) =
+        (proc::core_busy_us(srv.cpu)?, proc::core_busy_us(cpu)?);
+    let ours_before = proc::own_cpu_us();
+    let out = phase();
+    let after = srv.cpu_us()?;
+    let (server_core_after, client_core_after) =
+        (proc::core_busy_us(srv.cpu)?, proc::core_busy_us(cpu)?);
+    let ours = proc::own_cpu_us() - ours_before;
+    let opens = proc::tcp_active_opens()? - opens_before;
+    let out = out?;
+    let peak_rss_kib = srv.status()?.hwm_kib;
+    Ok((
+        Sampled {
+            cpu_us: after - before,
+            client_us: ours,
+            // The load generator and this process ran on the client CPU.
+            other_server_us: (server_core_after - server_core_before - (after - before)).max(0.0),
+            other_client_us: (client_core_after - client_core_before - ours).max(0.0),
+            opens,
+            peak_rss_kib,
+        },
+        out,
+    ))
+}
+
+impl Load {
+    pub fn from_parts(s: Sampled, m: Measured, idle_rss_kib: u64) -> Load {
+        Load {
+            requests: m.requests,
+            wall: m.wall,
+            cpu_us: s.cpu_us,
+            client_us: s.client_us,
+            other_server_us: s.other_server_us,
+            other_client_us: s.other_client_us,
+            p99_us: m.p99_us,
+            peak_rss_kib: s.peak_rss_kib,
+            idle_rss_kib,
+            opens: s.opens,
+            errors: m.errors,
+        }
     }
 }
 
@@ -165,19 +240,7 @@ pub fn load_run(
     let log = TempFile::new(&format!("{}.log", sc.key()));
     let _ = std::fs::remove_file(&log.0);
     let args = command(sc, &url, set.phase, lua, Some(&log.0));
-    let opens_before = proc::tcp_active_opens()?;
-    let before = srv.cpu_us()?;
-    let (server_core_before, client_core_before) =
-        (proc::core_busy_us(srv.cpu)?, proc::core_busy_us(cpu)?);
-    let ours_before = proc::own_cpu_us();
-    let text = run_tool(cpu, &args);
-    let after = srv.cpu_us()?;
-    let (server_core_after, client_core_after) =
-        (proc::core_busy_us(srv.cpu)?, proc::core_busy_us(cpu)?);
-    let ours = proc::own_cpu_us() - ours_before;
-    let opens = proc::tcp_active_opens()? - opens_before;
-    let text = text?;
-    let peak_rss_kib = srv.status()?.hwm_kib;
+    let (sampled, text) = measure(srv, cpu, || run_tool(cpu, &args))?;
     let (requests, wall, p99, errors) = parse(sc, &text)?;
     let p99_us = match (p99, sc) {
         (Some(p), _) => p,
@@ -189,26 +252,19 @@ pub fn load_run(
     }
     // Each churn request must have had its own connection: a tool that reused them would
     // measure something else. (Other processes' connections only add to the count.)
-    if sc == Scenario::Churn && (opens as f64) < requests as f64 * 0.99 {
+    if sc == Scenario::Churn && (sampled.opens as f64) < requests as f64 * 0.99 {
         return Err(format!(
             "{} connections opened for {requests} requests: the load generator reused connections",
-            opens
+            sampled.opens
         ));
     }
-    Ok(Load {
+    let m = Measured {
         requests,
         wall,
-        cpu_us: after - before,
-        client_us: ours,
-        // The load generator (a reaped child) and this process ran on the client CPU.
-        other_server_us: (server_core_after - server_core_before - (after - before)).max(0.0),
-        other_client_us: (client_core_after - client_core_before - ours).max(0.0),
         p99_us,
-        peak_rss_kib,
-        idle_rss_kib,
-        opens,
         errors,
-    })
+    };
+    Ok(Load::from_parts(sampled, m, idle_rss_kib))
 }
 
 /// Runs a load generator pinned to `cpu`; its stdout, or an error with its output.

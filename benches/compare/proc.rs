@@ -250,23 +250,67 @@ pub fn die_with_parent() -> io::Result<()> {
     Ok(())
 }
 
-/// The first two CPUs this process may use: (server, load generator).
-pub fn pick_cpus() -> Result<(usize, usize), String> {
+/// The CPUs this process may use.
+pub fn allowed_cpus() -> Result<Vec<usize>, String> {
     // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
-    let allowed: Vec<usize> = unsafe {
+    unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Err(format!("sched_getaffinity: {}", io::Error::last_os_error()));
         }
-        (0..libc::CPU_SETSIZE as usize)
+        Ok((0..libc::CPU_SETSIZE as usize)
             .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    };
+            .collect())
+    }
+}
+
+/// The first two CPUs this process may use: (server, load generator).
+pub fn pick_cpus() -> Result<(usize, usize), String> {
+    let allowed = allowed_cpus()?;
     match allowed.as_slice() {
         [first, second, ..] => Ok((*first, *second)),
         _ => Err(format!(
             "need two CPUs (server, load generator); this process may use {allowed:?}"
         )),
+    }
+}
+
+/// SIGKILLs `pid` and every process under it (children first found through
+/// `/proc/*/stat`'s parent field), for a child that runs grandchildren (cargo).
+pub fn kill_tree(pid: u32) {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // "pid (comm) state ppid ..."
+            if let Some(ppid) = stat
+                .rsplit_once(") ")
+                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok())
+            {
+                parents.push((p, ppid));
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    for p in tree.into_iter().rev() {
+        // SAFETY: kill takes a pid and a signal number.
+        unsafe { libc::kill(p as libc::pid_t, libc::SIGKILL) };
     }
 }
 

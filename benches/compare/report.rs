@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::idle::Idle;
 use crate::load::Load;
+use crate::micro::{self, ClientFig, ExecFig, CLIENT_BASE, CLIENT_CT};
 use crate::{proc, server, Scenario, Settings, BASE, FULL, QUICK, SERVERS};
 
 pub const README_BEGIN: &str = "<!-- compare:begin -->";
@@ -18,6 +19,9 @@ const GOAL_PLAIN_CPU: f64 = 0.90;
 const GOAL_PIPELINED_CPU: f64 = 0.35;
 const GOAL_IDLE_BYTES: f64 = 1024.0;
 const GOAL_FLOOR_CPU: f64 = 1.15;
+/// Issue 4's goal for fibr::client, and issue 2's for the executor.
+const GOAL_CLIENT_CPU: f64 = 0.80;
+const GOAL_EXECUTOR: f64 = 1.0;
 
 /// One scenario on one server, over the runs.
 pub struct Cell {
@@ -71,6 +75,9 @@ pub struct Report {
     pub load_before: String,
     pub load_after: String,
     pub cells: Vec<Cell>,
+    /// `benches/client.rs`'s and `benches/executor.rs`'s JSON, as they wrote it.
+    pub client: Option<Value>,
+    pub executor: Option<Value>,
 }
 
 impl Report {
@@ -98,6 +105,8 @@ impl Report {
             load_before: proc::loadavg(),
             load_after: String::new(),
             cells: Vec::new(),
+            client: None,
+            executor: None,
         }
     }
 
@@ -124,11 +133,45 @@ impl Report {
             .find(|c| c.scenario == sc && c.server == server && c.runs() > 0)
     }
 
+    /// The server scenarios measured.
     fn scenarios(&self) -> Vec<Scenario> {
         Scenario::ALL
             .into_iter()
             .filter(|sc| self.cells.iter().any(|c| c.scenario == *sc))
             .collect()
+    }
+
+    /// Every scenario measured.
+    fn all_scenarios(&self) -> Vec<Scenario> {
+        Scenario::ALL
+            .into_iter()
+            .filter(|sc| match sc {
+                Scenario::Client => self.client.is_some(),
+                Scenario::Executor => self.executor.is_some(),
+                sc => self.cells.iter().any(|c| c.scenario == *sc),
+            })
+            .collect()
+    }
+
+    fn client_figs(&self) -> Option<Vec<ClientFig>> {
+        micro::client_figs(self.client.as_ref()?).ok()
+    }
+
+    fn exec_figs(&self) -> Option<Vec<ExecFig>> {
+        micro::exec_figs(self.executor.as_ref()?).ok()
+    }
+
+    /// fibr::client's CPU per request over hyper-util's (`base`: "mt" or "ct").
+    fn client_ratio(&self, key: &str, base: &str) -> f64 {
+        let Some(figs) = self.client_figs() else {
+            return f64::NAN;
+        };
+        let m = |k: &str| {
+            figs.iter()
+                .find(|c| c.key == k)
+                .map_or(f64::NAN, |c| median(c.cpu_per_req.clone()))
+        };
+        m(key) / m(base)
     }
 
     fn servers(&self) -> Vec<&'static crate::Server> {
@@ -174,8 +217,47 @@ impl Report {
         out
     }
 
-    /// The results table and the goals.
+    /// The results tables and the goals.
     pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        if !self.scenarios().is_empty() {
+            out.push_str(&self.servers_table());
+            out.push('\n');
+        }
+        if let Some(t) = self.client_table() {
+            out.push_str(&t);
+            out.push('\n');
+        }
+        if let Some(t) = self.executor_table() {
+            out.push_str(&t);
+            out.push('\n');
+        }
+        out.push_str(&self.goals());
+        let errors: Vec<String> = self
+            .cells
+            .iter()
+            .filter(|c| c.loads.iter().any(|l| l.errors > 0))
+            .map(|c| {
+                format!(
+                    "{} on {}: {} errors",
+                    c.scenario.key(),
+                    c.server,
+                    c.loads.iter().map(|l| l.errors).sum::<u64>()
+                )
+            })
+            .collect();
+        if !errors.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nErrors reported by the load generators: {}.",
+                errors.join("; ")
+            );
+        }
+        out
+    }
+
+    /// The server scenarios, a row group each.
+    fn servers_table(&self) -> String {
         let mut out = String::new();
         let servers = self.servers();
         let set = self.settings();
@@ -228,7 +310,15 @@ impl Report {
                 &load_rows
             };
             for (i, (name, f, fmt)) in rows.iter().enumerate() {
-                let _ = write!(out, "| {} | {name} |", if i == 0 { &title } else { "" });
+                // A WebSocket scenario counts messages.
+                let shown = match (sc, *name) {
+                    (Scenario::Websocket, "requests/s") => "messages/s",
+                    (Scenario::Websocket, "**server CPU µs/request**") => {
+                        "**server CPU µs/message**"
+                    }
+                    (_, name) => name,
+                };
+                let _ = write!(out, "| {} | {shown} |", if i == 0 { &title } else { "" });
                 for s in &servers {
                     let text = match self.cell(sc, s.key) {
                         Some(c) if *name == CPU_PCT_ROW => format!(
@@ -246,34 +336,104 @@ impl Report {
                 out.push('\n');
             }
         }
-        out.push('\n');
-        out.push_str(&self.goals());
-        let errors: Vec<String> = self
-            .cells
-            .iter()
-            .filter(|c| c.loads.iter().any(|l| l.errors > 0))
-            .map(|c| {
-                format!(
-                    "{} on {}: {} errors",
-                    c.scenario.key(),
-                    c.server,
-                    c.loads.iter().map(|l| l.errors).sum::<u64>()
-                )
-            })
-            .collect();
-        if !errors.is_empty() {
+        out
+    }
+
+    /// `benches/client.rs`'s figures: one row per client.
+    fn client_table(&self) -> Option<String> {
+        let v = self.client.as_ref()?;
+        let figs = self.client_figs()?;
+        let base = figs.iter().find(|c| c.key == CLIENT_BASE)?;
+        let base_cpu = median(base.cpu_per_req.clone());
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "| HTTP client <br>`{}`: GET / from fibr's bench server (1 worker, CPU {}), {} \
+             requests in flight, client on CPU {} | requests/s | **client CPU µs/request** | \
+             CPU % (100 = one core) |",
+            v["command"].as_str().unwrap_or("?"),
+            self.cpus.0,
+            v["in_flight"].as_u64().unwrap_or(0),
+            self.cpus.1,
+        );
+        out.push_str("|---|---:|---:|---:|\n");
+        for c in &figs {
+            let cpu = median(c.cpu_per_req.clone());
+            let ratio = if c.key == CLIENT_BASE {
+                String::new()
+            } else {
+                format!(" · {}", fmt_ratio(cpu / base_cpu))
+            };
             let _ = writeln!(
                 out,
-                "\nErrors reported by the load generators: {}.",
-                errors.join("; ")
+                "| {} | {} | {}{ratio} | {} |",
+                c.name,
+                spread(&c.rps, fmt_int),
+                spread(&c.cpu_per_req, |x| format!("{x:.2}")),
+                fmt_int(median(c.cpu_pct.clone())),
             );
         }
-        out
+        let _ = writeln!(
+            out,
+            "\n× is the ratio to hyper-util legacy on the tokio multi-thread runtime. The \
+             client's CPU time is the whole client process's (`getrusage`) over the phase; {} \
+             s phases after a 1 s warm-up, median of {} run(s){}.",
+            v["phase_s"].as_f64().unwrap_or(f64::NAN),
+            v["runs"].as_u64().unwrap_or(0),
+            if v["runs"].as_u64().unwrap_or(0) > 1 {
+                " (min–max)"
+            } else {
+                ""
+            }
+        );
+        Some(out)
+    }
+
+    /// `benches/executor.rs`'s figures: one row per micro-benchmark.
+    fn executor_table(&self) -> Option<String> {
+        let v = self.executor.as_ref()?;
+        let figs = self.exec_figs()?;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "| executor <br>`{}`: {} workers each, on CPUs {} | unit | fibr | tokio | fibr / \
+             tokio |",
+            v["command"].as_str().unwrap_or("?"),
+            v["workers"].as_u64().unwrap_or(0),
+            v["cpus"].as_str().unwrap_or("?"),
+        );
+        out.push_str("|---|---|---:|---:|---:|\n");
+        let ns = |x: f64| {
+            if x >= 100.0 {
+                format!("{x:.0}")
+            } else {
+                format!("{x:.1}")
+            }
+        };
+        for f in &figs {
+            let r = median(f.fibr.clone()) / median(f.tokio.clone());
+            let _ = writeln!(
+                out,
+                "| {} ({}) | {} | {} | {} | {} |",
+                f.name,
+                f.desc,
+                f.unit,
+                spread(&f.fibr, ns),
+                spread(&f.tokio, ns),
+                fmt_ratio(r)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nMedian of {} repetition(s) per runtime (min–max), fibr and tokio interleaved.",
+            v["reps"].as_u64().unwrap_or(0)
+        );
+        Some(out)
     }
 
     fn goals(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "| goal (issue 5) | measured | result |");
+        let _ = writeln!(out, "| goal (issue 5 unless noted) | measured | result |");
         let _ = writeln!(out, "|---|---:|---|");
         let mut row = |goal: String, value: f64, shown: String, ok: bool| {
             let result = if value.is_nan() {
@@ -319,7 +479,10 @@ impl Report {
         let mut parts = Vec::new();
         let mut all = true;
         let mut any = false;
-        for sc in Scenario::ALL {
+        for sc in Scenario::ALL
+            .into_iter()
+            .filter(|sc| sc.on_servers() && *sc != Scenario::Websocket)
+        {
             let f = if sc == Scenario::Idle {
                 PER_CONN
             } else {
@@ -337,6 +500,47 @@ impl Report {
             if any { 0.0 } else { f64::NAN },
             parts.join(", "),
             all,
+        );
+        let (mt, ct) = (
+            self.client_ratio("fibr", "mt"),
+            self.client_ratio("fibr", CLIENT_CT),
+        );
+        let worst = mt.max(ct);
+        row(
+            format!(
+                "(issue 4) fibr::client CPU/request vs hyper-util legacy ≤ {GOAL_CLIENT_CPU:.2}× \
+                 (tokio multi-thread; current-thread)"
+            ),
+            if self.client.is_some() {
+                worst
+            } else {
+                f64::NAN
+            },
+            format!("{}; {}", fmt_ratio(mt), fmt_ratio(ct)),
+            mt <= GOAL_CLIENT_CPU && ct <= GOAL_CLIENT_CPU,
+        );
+        let figs = self.exec_figs().unwrap_or_default();
+        let ratios: Vec<(String, f64)> = figs
+            .iter()
+            .map(|f| {
+                (
+                    f.name.clone(),
+                    median(f.fibr.clone()) / median(f.tokio.clone()),
+                )
+            })
+            .collect();
+        row(
+            format!(
+                "(issue 2) executor: fibr at or below tokio's ns per task in every scenario \
+                 (≤ {GOAL_EXECUTOR:.2}×)"
+            ),
+            if ratios.is_empty() { f64::NAN } else { 0.0 },
+            ratios
+                .iter()
+                .map(|(n, r)| format!("{n} {}", fmt_ratio(*r)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            ratios.iter().all(|(_, r)| *r <= GOAL_EXECUTOR),
         );
         out
     }
@@ -379,16 +583,49 @@ impl Report {
             self.load_before,
             self.load_after,
         );
+        let mut more = Vec::new();
+        if self.cells.iter().any(|c| c.scenario == Scenario::Websocket) {
+            let actix = if self.cell(Scenario::Websocket, "actix").is_some() {
+                ", and actix-web with `actix-ws`"
+            } else {
+                ""
+            };
+            more.push(format!(
+                "The WebSocket echo runs on the servers that speak it: fibr and axum::serve \
+                 with the same axum handler (`GET /ws`, axum's own `WebSocketUpgrade`){actix}. \
+                 fibr serves it unchanged: the upgrade request is handed to hyper over fibr's \
+                 I/O, and axum's `on_upgrade` task then runs on fibr's background tokio \
+                 runtime (one worker) on fibr's sockets, woken by fibr's reactor. The load is \
+                 this bench's own generator (`benches/compare/ws.rs`: one thread, epoll, {} \
+                 connections, one {}-byte text message in flight on each, every echo checked).",
+                crate::ws::CONNS,
+                crate::ws::PAYLOAD
+            ));
+        }
+        if self.client.is_some() || self.executor.is_some() {
+            more.push(
+                "The HTTP client and executor tables come from `benches/client.rs` and \
+                 `benches/executor.rs`, which this command runs as they are, with their own \
+                 repetitions; their ratios are to hyper-util's legacy client on tokio's \
+                 multi-thread runtime and to tokio's multi-thread runtime."
+                    .to_string(),
+            );
+        }
+        if !more.is_empty() {
+            let _ = writeln!(out, "{}\n", more.join(" "));
+        }
         let _ = writeln!(
             out,
-            "![server CPU per request relative to axum::serve]({chart})\n"
+            "![server CPU per request relative to axum::serve, and fibr's client and executor \
+             relative to hyper-util and tokio]({chart})\n"
         );
         out.push_str(&self.markdown());
         out
     }
 
-    /// A horizontal bar chart of CPU per request (idle: RSS per connection) relative to
-    /// axum::serve, per scenario and server.
+    /// A horizontal bar chart of CPU per request (idle: RSS per connection; WebSocket: per
+    /// message) relative to axum::serve, per scenario and server; below it, fibr's client
+    /// and executor relative to hyper-util and tokio.
     pub fn svg(&self) -> String {
         let servers = self.servers();
         let scenarios = self.scenarios();
@@ -406,39 +643,105 @@ impl Report {
             "actix" => "#7950f2",
             _ => "#868e96",
         };
-        // (scenario, server, ratio, absolute label)
-        let mut bars: Vec<(Scenario, &crate::Server, f64, String)> = Vec::new();
+        // A group of bars: (title, [(row label, color, ratio, absolute label)]). A server
+        // group's rows are unlabelled (the legend tells them apart).
+        type Bar = (String, &'static str, f64, String);
+        let mut groups: Vec<(String, Vec<Bar>)> = Vec::new();
         for &sc in &scenarios {
-            for s in &servers {
-                let (f, unit): (Figure, fn(f64) -> String) = if sc == Scenario::Idle {
-                    (PER_CONN, |x| format!("{} B/conn", fmt_int(x)))
-                } else {
-                    (CPU_PER_REQ, |x| format!("{x:.2} µs/req"))
+            let mut bars = Vec::new();
+            for s in servers.iter().filter(|s| self.cell(sc, s.key).is_some()) {
+                let (f, unit): (Figure, fn(f64) -> String) = match sc {
+                    Scenario::Idle => (PER_CONN, |x| format!("{} B/conn", fmt_int(x))),
+                    Scenario::Websocket => (CPU_PER_REQ, |x| format!("{x:.2} µs/msg")),
+                    _ => (CPU_PER_REQ, |x| format!("{x:.2} µs/req")),
                 };
                 let abs = self.median(sc, s.key, f);
                 let r = self.ratio(sc, s.key, BASE, f);
-                bars.push((
-                    sc,
-                    s,
-                    r,
-                    if abs.is_finite() {
-                        unit(abs)
-                    } else {
-                        "—".into()
-                    },
-                ));
+                let label = if abs.is_finite() {
+                    unit(abs)
+                } else {
+                    "—".into()
+                };
+                bars.push((String::new(), colors(s.key), r, label));
             }
+            groups.push((sc.title().to_string(), bars));
         }
-        let max = bars
+        // fibr's own rows: the client's CPU per request over hyper-util's (multi-thread
+        // runtime), the executor's ns per operation over tokio's.
+        let mut own: Vec<(String, Vec<Bar>)> = Vec::new();
+        if let Some(figs) = self.client_figs() {
+            let base = figs
+                .iter()
+                .find(|c| c.key == CLIENT_BASE)
+                .map_or(f64::NAN, |c| median(c.cpu_per_req.clone()));
+            let bars = figs
+                .iter()
+                .map(|c| {
+                    let cpu = median(c.cpu_per_req.clone());
+                    let (label, color) = match c.key.as_str() {
+                        "fibr" => ("fibr::client", "#e8590c"),
+                        "raw" => ("hand-written, fibr::net", "#ffa94d"),
+                        CLIENT_BASE => ("hyper-util (tokio mt)", "#1c7ed6"),
+                        CLIENT_CT => ("hyper-util (tokio ct)", "#74c0fc"),
+                        _ => ("?", "#868e96"),
+                    };
+                    let label = if label == "?" { c.key.as_str() } else { label };
+                    (
+                        label.to_string(),
+                        color,
+                        cpu / base,
+                        format!("{cpu:.2} µs/req"),
+                    )
+                })
+                .collect();
+            own.push(("HTTP client CPU/request".into(), bars));
+        }
+        if let Some(figs) = self.exec_figs() {
+            let bars = figs
+                .iter()
+                .map(|f| {
+                    let (fibr, tokio) = (median(f.fibr.clone()), median(f.tokio.clone()));
+                    let unit = f.unit.trim_start_matches("ns/");
+                    (
+                        f.name.clone(),
+                        "#e8590c",
+                        fibr / tokio,
+                        format!("{fibr:.0} vs {tokio:.0} ns/{unit}"),
+                    )
+                })
+                .collect();
+            own.push(("executor, fibr vs tokio".into(), bars));
+        }
+        let max = groups
             .iter()
-            .map(|b| b.2)
+            .chain(&own)
+            .flat_map(|g| g.1.iter().map(|b| b.2))
             .filter(|r| r.is_finite())
             .fold(1.0f64, f64::max)
             .min(6.0);
         let xmax = ((max * 2.0).ceil() / 2.0).max(1.5);
         let x = |r: f64| LEFT + PLOT * (r.min(xmax) / xmax);
-        let group_h = servers.len() as f64 * (BAR + GAP) - GAP;
-        let height = TOP + scenarios.len() as f64 * (group_h + GROUP_GAP) + 40.0;
+        let group_h = |n: usize| n as f64 * (BAR + GAP) - GAP;
+        let servers_h: f64 = groups.iter().map(|g| group_h(g.1.len()) + GROUP_GAP).sum();
+        // fibr's own panel, below the servers' axis labels: a heading, then per group a
+        // title line and its bars.
+        const PANEL_GAP: f64 = 24.0;
+        const OWN_HEAD: f64 = 26.0;
+        const OWN_TITLE: f64 = 16.0;
+        let own_start = if groups.is_empty() {
+            TOP - 40.0
+        } else {
+            TOP + servers_h + PANEL_GAP
+        };
+        let own_body: f64 = own
+            .iter()
+            .map(|g| OWN_TITLE + group_h(g.1.len()) + GROUP_GAP)
+            .sum();
+        let height = if own.is_empty() {
+            TOP + servers_h + 40.0
+        } else {
+            own_start + OWN_HEAD + own_body - GROUP_GAP + 30.0
+        };
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -450,8 +753,9 @@ impl Report {
             "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n\
              <text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Server CPU time per \
              request, relative to axum::serve (lower is better)</text>\n\
-             <text x=\"10\" y=\"40\" fill=\"#555\">idle keep-alive: RSS per connection instead. \
-             {} worker(s) per server; server and load generator pinned to separate cores.</text>\n\
+             <text x=\"10\" y=\"40\" fill=\"#555\">idle: RSS per connection; \
+             WebSocket: CPU per message. {} worker(s) per server; server and load on separate \
+             cores.</text>\n\
              <text x=\"10\" y=\"56\" fill=\"#555\">{} · {} · {}</text>",
             xml(&self.workers),
             xml(&self.command),
@@ -471,55 +775,95 @@ impl Report {
             );
             lx += 24.0 + 7.5 * s.label.len() as f64;
         }
-        let bottom = height - 30.0;
-        // Grid every 0.5×, the axum line at 1×.
-        let mut g = 0.0;
-        while g <= xmax + 1e-9 {
-            let gx = x(g);
-            let (stroke, dash) = if (g - 1.0).abs() < 1e-9 {
-                ("#1c7ed6", " stroke-dasharray=\"4 3\"")
-            } else {
-                ("#dee2e6", "")
-            };
+        // Grid every 0.5×, the reference line at 1×, over a band of the chart.
+        let grid = |out: &mut String, top: f64, bottom: f64| {
+            let mut g = 0.0;
+            while g <= xmax + 1e-9 {
+                let gx = x(g);
+                let (stroke, dash) = if (g - 1.0).abs() < 1e-9 {
+                    ("#1c7ed6", " stroke-dasharray=\"4 3\"")
+                } else {
+                    ("#dee2e6", "")
+                };
+                let _ = writeln!(
+                    out,
+                    "<line x1=\"{gx:.1}\" y1=\"{top:.0}\" x2=\"{gx:.1}\" y2=\"{bottom:.0}\" stroke=\"{stroke}\"{dash}/>\
+                     <text x=\"{gx:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#555\">{g:.1}×</text>",
+                    bottom + 14.0
+                );
+                g += 0.5;
+            }
+        };
+        let bar = |out: &mut String, y: f64, color: &str, r: f64, abs: &str, title: &str| {
+            if !r.is_finite() {
+                return;
+            }
+            let w = x(r) - LEFT;
+            let clipped = if r > xmax { " ▶" } else { "" };
             let _ = writeln!(
                 out,
-                "<line x1=\"{gx:.1}\" y1=\"{:.0}\" x2=\"{gx:.1}\" y2=\"{bottom:.0}\" stroke=\"{stroke}\"{dash}/>\
-                 <text x=\"{gx:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#555\">{g:.1}×</text>",
-                TOP - 6.0,
-                bottom + 14.0
+                "<rect x=\"{LEFT:.0}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{BAR}\" fill=\"{color}\">\
+                 <title>{}: {}</title></rect>\
+                 <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}{clipped} ({})</text>",
+                xml(title),
+                xml(abs),
+                LEFT + w + 4.0,
+                y + BAR - 2.5,
+                fmt_ratio(r),
+                xml(abs)
             );
-            g += 0.5;
+        };
+        if !groups.is_empty() {
+            grid(&mut out, TOP - 6.0, TOP + servers_h - GROUP_GAP + 6.0);
         }
         let mut y = TOP;
-        for &sc in &scenarios {
+        for (title, bars) in &groups {
             let _ = writeln!(
                 out,
                 "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\" font-weight=\"bold\">{}</text>",
                 LEFT - 8.0,
-                y + group_h / 2.0 + 4.0,
-                xml(sc.title())
+                y + group_h(bars.len()) / 2.0 + 4.0,
+                xml(title)
             );
-            for (_, s, r, abs) in bars.iter().filter(|b| b.0 == sc) {
-                if r.is_finite() {
-                    let w = x(*r) - LEFT;
-                    let clipped = if *r > xmax { " ▶" } else { "" };
-                    let _ = writeln!(
-                        out,
-                        "<rect x=\"{LEFT:.0}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{BAR}\" fill=\"{}\">\
-                         <title>{}: {}</title></rect>\
-                         <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}{clipped} ({})</text>",
-                        colors(s.key),
-                        xml(s.label),
-                        xml(abs),
-                        LEFT + w + 4.0,
-                        y + BAR - 2.5,
-                        fmt_ratio(*r),
-                        xml(abs)
-                    );
-                }
+            for (_, color, r, abs) in bars {
+                bar(&mut out, y, color, *r, abs, title);
                 y += BAR + GAP;
             }
             y += GROUP_GAP - GAP;
+        }
+        if !own.is_empty() {
+            y = own_start;
+            let _ = writeln!(
+                out,
+                "<text x=\"10\" y=\"{:.0}\" font-size=\"14\" font-weight=\"bold\">fibr's client \
+                 and executor, relative to hyper-util (tokio multi-thread) and tokio (lower is \
+                 better)</text>",
+                y + 4.0
+            );
+            y += OWN_HEAD;
+            grid(&mut out, y - 6.0, y + own_body - GROUP_GAP + 6.0);
+            for (title, bars) in &own {
+                let _ = writeln!(
+                    out,
+                    "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\" font-weight=\"bold\">{}</text>",
+                    LEFT - 8.0,
+                    y + 10.0,
+                    xml(title)
+                );
+                y += OWN_TITLE;
+                for (label, color, r, abs) in bars {
+                    let _ = writeln!(
+                        out,
+                        "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+                        LEFT - 8.0,
+                        y + BAR - 2.5,
+                        xml(label)
+                    );
+                    bar(&mut out, y, color, *r, abs, label);
+                    y += BAR + GAP;
+                }
+                y += GROUP_GAP - GAP;
+            }
         }
         out.push_str("</svg>\n");
         out
@@ -577,9 +921,16 @@ impl Report {
             "loadavg_before": self.load_before,
             "loadavg_after": self.load_after,
             "servers": self.servers().iter().map(|s| json!({"key": s.key, "label": s.label})).collect::<Vec<_>>(),
-            "scenarios": self.scenarios().iter().map(|s| json!({"key": s.key(), "title": s.title(), "load": s.tool(&set)})).collect::<Vec<_>>(),
+            "scenarios": self.all_scenarios().iter().map(|s| json!({"key": s.key(), "title": s.title(), "load": s.tool(&set)})).collect::<Vec<_>>(),
             "cells": cells,
         });
+        let mut doc = doc;
+        if let Some(c) = &self.client {
+            doc["client"] = c.clone();
+        }
+        if let Some(e) = &self.executor {
+            doc["executor"] = e.clone();
+        }
         let mut text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
         text.push('\n');
         text
@@ -649,6 +1000,14 @@ impl Report {
             load_before: s("loadavg_before")?,
             load_after: s("loadavg_after")?,
             cells,
+            client: match v.get("client") {
+                Some(c) => micro::client_figs(c).map(|_| Some(c.clone()))?,
+                None => None,
+            },
+            executor: match v.get("executor") {
+                Some(e) => micro::exec_figs(e).map(|_| Some(e.clone()))?,
+                None => None,
+            },
         })
     }
 }
@@ -716,6 +1075,17 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
     tmp.push(".tmp");
     std::fs::write(&tmp, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// "median (min–max)" of `xs`, or the one value.
+fn spread(xs: &[f64], fmt: fn(f64) -> String) -> String {
+    let mut out = fmt(median(xs.to_vec()));
+    if xs.len() > 1 {
+        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let _ = write!(out, " ({}–{})", fmt(min), fmt(max));
+    }
+    out
 }
 
 pub fn median(mut v: Vec<f64>) -> f64 {

@@ -66,12 +66,28 @@ pub fn which(tool: &str, hint: &str) -> Result<(), String> {
     }
 }
 
+/// The fibr features `examples/bench_server.rs` is built with (its `/ws` route needs
+/// them). Every bench builds it alike, so one build serves them all.
+pub const BENCH_SERVER_FEATURES: &str = "axum,tokio";
+
+/// The cargo arguments that build the bench server.
+pub fn bench_server_build_args() -> [&'static str; 6] {
+    [
+        "build",
+        "--release",
+        "--example",
+        "bench_server",
+        "--features",
+        BENCH_SERVER_FEATURES,
+    ]
+}
+
 /// Builds the server in release mode (if `build`); returns its path.
 pub fn find_server(build: bool) -> Result<PathBuf, String> {
     if build {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "--release", "--example", "bench_server"])
+            .args(bench_server_build_args())
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .map_err(|e| format!("running cargo build: {e}"))?;
