@@ -1179,7 +1179,8 @@ fn lingering_is_bounded_by_bytes_and_time() {
     drop(c);
     drop(server);
 
-    // Time: a peer that neither sends nor closes is closed after linger_timeout.
+    // Time: a peer that left input unread (64 KiB; the server reads 4 KiB, answers and
+    // closes) and then neither sends nor closes is closed after linger_timeout.
     let server = Server::start(
         Config {
             linger_timeout: Some(Duration::from_millis(300)),
@@ -1188,7 +1189,7 @@ fn lingering_is_bounded_by_bytes_and_time() {
         AnswerAndClose,
     );
     let mut c = server.connect();
-    c.write_all(b"hi").unwrap();
+    c.write_all(&[b'x'; 64 * KIB]).unwrap();
     let got = read_reply(&mut c).expect("the reply, then our FIN");
     assert_eq!(got.len(), REPLY_LEN);
     assert_eq!(
@@ -1202,6 +1203,20 @@ fn lingering_is_bounded_by_bytes_and_time() {
     });
     let took = t0.elapsed();
     assert!(took < Duration::from_secs(2), "closed after {took:?}");
+
+    // Nothing unread (the usual close, e.g. connection churn): no lingering at all, even
+    // though the peer keeps its socket open.
+    drop(server);
+    let server = Server::start(flow_config(), AnswerAndClose);
+    let mut c = server.connect();
+    c.write_all(b"hi").unwrap();
+    let _ = read_reply(&mut c);
+    wait_until(
+        "a close without lingering",
+        Duration::from_millis(500),
+        || server.engine.connections() == 0,
+    );
+    drop(c);
 
     // None: closes at once.
     drop(server);

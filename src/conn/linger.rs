@@ -3,9 +3,11 @@
 //! Closing a socket whose receive queue still holds data makes the kernel send a reset,
 //! and a reset can destroy the response the client has not read yet (a 413 to a client
 //! still sending its body, the answer before a pipelined request we will not serve). So a
-//! graceful close first shuts our side (a FIN after the output), then reads and drops
-//! what the peer still sends until its own FIN, a byte bound or a deadline
-//! (`Config::linger_timeout`, `Config::linger_max_bytes`), and only then closes.
+//! graceful close that finds unread input first shuts our side (a FIN after the output),
+//! then reads and drops what the peer still sends until its own FIN, a byte bound or a
+//! deadline (`Config::linger_timeout`, `Config::linger_max_bytes`), and only then closes.
+//! A close that finds nothing unread (the usual one) closes at once: lingering costs a
+//! timer and a round, which connection churn would pay on every connection.
 
 use crate::buf::PooledBuf;
 use crate::sys::socket;
@@ -29,6 +31,19 @@ pub(super) enum Outcome {
     Wait,
     /// Close now: the peer finished, failed, sent too much, or the deadline passed.
     Close,
+}
+
+/// Reads (and drops) a little of what the peer has sent: true if there was something
+/// unread, i.e. closing now could reset the connection. (Lingering drains the rest.)
+pub(super) fn unread_input(fd: RawFd) -> bool {
+    let mut buf = [0u8; 512];
+    loop {
+        match socket::read(fd, &mut buf) {
+            Ok(n) => return n > 0,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
 }
 
 impl Linger {

@@ -476,14 +476,17 @@ impl ConnInner {
         stall.expired(timeout, || Waker::from(Arc::new(ConnWaker(self.clone()))))
     }
 
-    /// Starts a lingering close (see `linger`), unless the peer already finished sending
-    /// or the connection is not a stream. True if it is lingering now.
+    /// Starts a lingering close (see `linger`) if input is left unread, unless the peer
+    /// already finished sending or the connection is not a stream. True if it is lingering.
     fn start_linger(self: &Arc<Self>, io: &mut Io) -> bool {
         let Some(timeout) = self.rt.config.linger_timeout else {
             return false;
         };
         if self.kind == Kind::Udp || self.flag(F_EOF | F_CONNECTING | F_DETACHED) || io.fd.is_none()
         {
+            return false;
+        }
+        if !linger::unread_input(self.fd) {
             return false;
         }
         let waker = Waker::from(Arc::new(ConnWaker(self.clone())));
