@@ -28,17 +28,18 @@ mod common_skip;
 #[path = "support/os.rs"]
 mod os_support;
 use os_support::{find_server, pin_to};
+#[path = "support/server.rs"]
+mod server_support;
+use server_support::ServerChild;
 
 use bytes::Bytes;
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Empty};
-use std::io::{self, BufRead, BufReader};
-use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
+use std::io;
 use std::path::Path;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -144,7 +145,7 @@ fn bench() -> Result<(), String> {
     let server_name = std::env::var("BENCH_SERVER").unwrap_or_else(|_| "fibr".into());
     let (server_cpu, client_cpu) = pick_cpus()?;
     pin_to(client_cpu).map_err(|e| format!("pinning to CPU {client_cpu}: {e}"))?;
-    let server = RunningServer::start(&bin, &server_name, server_cpu)?;
+    let server = start_server(&bin, &server_name, server_cpu)?;
     let uri: Uri = format!("http://{}/", server.addr)
         .parse()
         .map_err(|e| format!("uri: {e}"))?;
@@ -539,92 +540,15 @@ fn usage() -> Usage {
 }
 
 /// The server child (`taskset -c CPU bench_server NAME 0`); killed and reaped when dropped.
-struct RunningServer {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl RunningServer {
-    fn start(bin: &Path, name: &str, cpu: usize) -> Result<RunningServer, String> {
-        let mut cmd = Command::new("taskset");
-        cmd.arg("-c")
-            .arg(cpu.to_string())
-            .arg(bin)
-            .arg(name)
-            .arg("0")
-            .env("BENCH_WORKERS", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        // SAFETY: one prctl call between fork and exec: async-signal-safe.
-        unsafe {
-            cmd.pre_exec(die_with_parent);
-        }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut guard = RunningServer {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        };
-        let deadline = Instant::now() + IO_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = match rx.recv_timeout(left) {
-                Ok(line) => line,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(format!("{name} did not start listening in time"))
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = guard.child.wait().map(|s| s.to_string());
-                    return Err(format!("{name} exited at start-up: {status:?}"));
-                }
-            };
-            if let Some((_, addr)) = line.split_once("listening on ") {
-                guard.addr = addr
-                    .trim()
-                    .parse()
-                    .map_err(|e| format!("bad address in {line:?}: {e}"))?;
-                return Ok(guard);
-            }
-            eprintln!("  {name} said: {line}");
-        }
-    }
-
-    fn check_alive(&self) -> Result<(), String> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .map_err(|e| format!("the server is gone: {e}"))?;
-        match stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next()) {
-            Some('Z') | Some('X') => Err("the server exited".into()),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Drop for RunningServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Asks the kernel to kill this (forked) process when the bench dies. Async-signal-safe.
-fn die_with_parent() -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no pointers.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+fn start_server(bin: &Path, name: &str, cpu: usize) -> Result<ServerChild, String> {
+    ServerChild::start(
+        cpu,
+        bin,
+        &[name, "0"],
+        &[("BENCH_WORKERS", "1")],
+        name,
+        IO_TIMEOUT,
+    )
 }
 
 /// The first two CPUs this process may use: (server, client).

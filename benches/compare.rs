@@ -87,6 +87,8 @@
 mod common_skip;
 #[path = "support/os.rs"]
 mod os_support;
+#[path = "support/server.rs"]
+mod server_support;
 
 #[path = "compare/idle.rs"]
 mod idle;

@@ -24,13 +24,15 @@ mod common_skip;
 #[path = "support/os.rs"]
 mod os_support;
 use os_support::*;
+#[path = "support/server.rs"]
+mod server_support;
+use server_support::{die_with_parent, ServerChild};
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitCode};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -225,10 +227,10 @@ fn run_once(server: &Server, bin: &Path, cpu: usize, n: usize) -> Result<Sample,
 
     let mut conns: Vec<TcpStream> = Vec::with_capacity(n);
     let half = n / 2;
-    connect_and_echo(child.addr, &mut conns, half)?;
+    connect_and_echo(child.0.addr, &mut conns, half)?;
     thread::sleep(Duration::from_millis(200));
     let at_half = child.status()?;
-    connect_and_echo(child.addr, &mut conns, n)?;
+    connect_and_echo(child.0.addr, &mut conns, n)?;
     thread::sleep(SETTLE);
     let loaded = child.status()?;
     let fds_loaded = count_fds(pid)?;
@@ -338,20 +340,13 @@ fn connect_and_echo(
     Ok(())
 }
 
-/// A server child process; killed and reaped when dropped, whatever happened.
-struct RunningServer {
-    child: Child,
-    addr: SocketAddr,
-    lines: mpsc::Receiver<String>,
-}
+/// A server child process (pinned to `cpu`); killed and reaped when dropped, whatever happened.
+struct RunningServer(ServerChild);
 
 impl RunningServer {
     fn start(server: &Server, bin: &Path, cpu: usize) -> Result<RunningServer, String> {
         let mut cmd = Command::new(bin);
-        cmd.arg("0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        cmd.arg("0");
         for (k, v) in server.env {
             cmd.env(k, v);
         }
@@ -361,61 +356,18 @@ impl RunningServer {
             cmd.pre_exec(move || {
                 pin_to(cpu)?;
                 // Die with this process even if it is killed before it can clean up.
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
+                die_with_parent()
             });
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", bin.display()))?;
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // From here on, the guard kills the child on every path.
-        let mut guard = RunningServer {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            lines: rx,
-        };
-        let deadline = Instant::now() + IO_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = match guard.lines.recv_timeout(left) {
-                Ok(line) => line,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(format!("{} did not start listening in time", server.name))
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = guard.child.wait().map(|s| s.to_string());
-                    return Err(format!("{} exited at start-up: {status:?}", server.name));
-                }
-            };
-            if let Some((_, addr)) = line.split_once("listening on ") {
-                guard.addr = addr
-                    .trim()
-                    .parse()
-                    .map_err(|e| format!("bad address in {line:?}: {e}"))?;
-                return Ok(guard);
-            }
-            eprintln!("  {} said: {line}", server.name);
-        }
+        ServerChild::spawn(cmd, bin, server.name, IO_TIMEOUT).map(RunningServer)
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.0.pid()
     }
 
     fn check_alive(&mut self) -> Result<(), String> {
-        match self.child.try_wait() {
+        match self.0.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => Err(format!("the server exited: {status}")),
             Err(e) => Err(format!("checking the server: {e}")),
@@ -430,14 +382,7 @@ impl RunningServer {
 
     /// What the server printed after its start-up line.
     fn extra_output(&self) -> Vec<String> {
-        self.lines.try_iter().collect()
-    }
-}
-
-impl Drop for RunningServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.new_lines().collect()
     }
 }
 

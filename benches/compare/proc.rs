@@ -1,24 +1,21 @@
 //! The server processes and what `/proc` says about them and the machine.
 
-use std::io::{self, BufRead, BufReader};
+use std::io;
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::Instant;
 
+use crate::server_support::ServerChild;
 use crate::{Server, IO_TIMEOUT};
+
+pub use crate::server_support::die_with_parent;
 
 /// A server process (`taskset -c CPU PROGRAM [ARG] 0`); killed and reaped when dropped.
 pub struct RunningServer {
-    child: Child,
+    child: ServerChild,
     label: &'static str,
     /// The CPU it is pinned to.
     pub cpu: usize,
     pub addr: SocketAddr,
-    lines: mpsc::Receiver<String>,
 }
 
 impl RunningServer {
@@ -29,78 +26,30 @@ impl RunningServer {
         workers: &str,
     ) -> Result<RunningServer, String> {
         let (path, arg) = bin;
-        let mut cmd = Command::new("taskset");
-        cmd.arg("-c").arg(cpu.to_string()).arg(path);
-        if let Some(arg) = arg {
-            cmd.arg(arg);
-        }
-        cmd.arg("0")
-            .env("BENCH_WORKERS", workers)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        // SAFETY: one prctl call between fork and exec: async-signal-safe. taskset execs
-        // the server in the same process, which keeps the parent-death signal.
-        unsafe {
-            cmd.pre_exec(die_with_parent);
-        }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", path.display()))?;
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        // From here on, the guard kills the child on every path.
-        let mut guard = RunningServer {
+        let mut args: Vec<&str> = arg.iter().copied().collect();
+        args.push("0");
+        let child = ServerChild::start(
+            cpu,
+            path,
+            &args,
+            &[("BENCH_WORKERS", workers)],
+            server.label,
+            IO_TIMEOUT,
+        )?;
+        Ok(RunningServer {
+            addr: child.addr,
             child,
             label: server.label,
             cpu,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            lines: rx,
-        };
-        let deadline = Instant::now() + IO_TIMEOUT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = match guard.lines.recv_timeout(left) {
-                Ok(line) => line,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(format!("{} did not start listening in time", server.label))
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let status = guard.child.wait().map(|s| s.to_string());
-                    return Err(format!("{} exited at start-up: {status:?}", server.label));
-                }
-            };
-            if let Some((_, addr)) = line.split_once("listening on ") {
-                guard.addr = addr
-                    .trim()
-                    .parse()
-                    .map_err(|e| format!("bad address in {line:?}: {e}"))?;
-                return Ok(guard);
-            }
-            eprintln!("  {} said: {line}", server.label);
-        }
+        })
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     pub fn check_alive(&self) -> Result<(), String> {
-        // Reading /proc/PID/stat of a zombie works, so look at the state field.
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
-            .map_err(|e| format!("the server is gone: {e}"))?;
-        match stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next()) {
-            Some('Z') | Some('X') => Err("the server exited".into()),
-            _ => Ok(()),
-        }
+        self.child.check_alive()
     }
 
     /// utime + stime of all the server's threads, in µs.
@@ -139,16 +88,9 @@ impl RunningServer {
 
     /// Prints what the server said after its start-up line.
     pub fn report_output(&self) {
-        for line in self.lines.try_iter() {
+        for line in self.child.new_lines() {
             eprintln!("  {} said: {line}", self.label);
         }
-    }
-}
-
-impl Drop for RunningServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -239,15 +181,6 @@ pub fn own_cpu_us() -> f64 {
         }
     }
     total
-}
-
-/// Asks the kernel to kill this (forked) process when the bench dies. Async-signal-safe.
-pub fn die_with_parent() -> io::Result<()> {
-    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number and no pointers.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// The CPUs this process may use.
