@@ -116,16 +116,7 @@ impl Sample {
 }
 
 fn main() -> ExitCode {
-    if common_skip::skip_unless_benchmarking() {
-        return ExitCode::SUCCESS;
-    }
-    match bench() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("client bench failed: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common_skip::bench_main("client bench failed", bench)
 }
 
 fn bench() -> Result<(), String> {

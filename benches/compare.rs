@@ -385,16 +385,7 @@ impl Opts {
 }
 
 fn main() -> ExitCode {
-    if common_skip::skip_unless_benchmarking() {
-        return ExitCode::SUCCESS;
-    }
-    match bench() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("compare bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common_skip::bench_main("compare bench", bench)
 }
 
 fn results_dir() -> PathBuf {

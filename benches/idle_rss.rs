@@ -26,7 +26,7 @@ mod os_support;
 use os_support::*;
 #[path = "support/server.rs"]
 mod server_support;
-use server_support::{die_with_parent, ServerChild};
+use server_support::{count_fds, die_with_parent, ProcStatus, ServerChild};
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -74,16 +74,7 @@ const SERVERS: [Server; 3] = [
 ];
 
 fn main() -> ExitCode {
-    if common_skip::skip_unless_benchmarking() {
-        return ExitCode::SUCCESS;
-    }
-    match bench() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("idle_rss: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common_skip::bench_main("idle_rss", bench)
 }
 
 fn bench() -> Result<(), String> {
@@ -173,48 +164,17 @@ fn bench() -> Result<(), String> {
 /// Builds the two servers in release mode (if `build`); returns the directory holding them.
 fn find_examples(build: bool) -> Result<PathBuf, String> {
     if build {
-        build_examples()?;
-    }
-    examples_dir()
-}
-
-fn build_examples() -> Result<(), String> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
+        let args = [
             "build",
             "--release",
             "--example",
             "echo",
             "--example",
             "tokio_echo",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .map_err(|e| format!("running cargo build: {e}"))?;
-    if !status.success() {
-        return Err(format!("cargo build of the examples failed: {status}"));
+        ];
+        cargo_build(&args, "the examples")?;
     }
-    Ok(())
-}
-
-/// This bench runs from <target>/release/deps; the examples are in <target>/release/examples.
-fn examples_dir() -> Result<PathBuf, String> {
-    let mut candidates = Vec::new();
-    if let Some(release) = std::env::current_exe()
-        .ok()
-        .and_then(|p| Some(p.parent()?.parent()?.to_path_buf()))
-    {
-        candidates.push(release.join("examples"));
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    candidates.push(target.join("release").join("examples"));
-    candidates
-        .into_iter()
-        .find(|d| d.join("echo").is_file() && d.join("tokio_echo").is_file())
-        .ok_or_else(|| "cannot find the built echo and tokio_echo examples".to_string())
+    examples_dir(&["echo", "tokio_echo"])
 }
 
 /// One server run: start it, fill it with `n` connections, read its memory, tear down.
@@ -384,36 +344,6 @@ impl RunningServer {
     fn extra_output(&self) -> Vec<String> {
         self.0.new_lines().collect()
     }
-}
-
-struct ProcStatus {
-    rss_kib: u64,
-    hwm_kib: u64,
-    threads: u64,
-}
-
-impl ProcStatus {
-    fn read(pid: u32) -> Result<ProcStatus, String> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .map_err(|e| format!("reading /proc/{pid}/status: {e}"))?;
-        let field = |name: &str| -> Result<u64, String> {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
-        };
-        Ok(ProcStatus {
-            rss_kib: field("VmRSS")?,
-            hwm_kib: field("VmHWM")?,
-            threads: field("Threads")?,
-        })
-    }
-}
-
-fn count_fds(pid: u32) -> Result<usize, String> {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .map_err(|e| format!("listing /proc/{pid}/fd: {e}"))
 }
 
 /// The CPUs this process may use: the servers get the first, the client the second.

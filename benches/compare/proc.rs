@@ -4,7 +4,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::server_support::ServerChild;
+pub use crate::server_support::ProcStatus;
+use crate::server_support::{count_fds, ServerChild};
 use crate::{Server, IO_TIMEOUT};
 
 pub use crate::server_support::die_with_parent;
@@ -80,10 +81,7 @@ impl RunningServer {
     }
 
     pub fn fds(&self) -> Result<usize, String> {
-        let pid = self.pid();
-        std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .map(|d| d.count())
-            .map_err(|e| format!("listing /proc/{pid}/fd: {e}"))
+        count_fds(self.pid())
     }
 
     /// Prints what the server said after its start-up line.
@@ -91,31 +89,6 @@ impl RunningServer {
         for line in self.child.new_lines() {
             eprintln!("  {} said: {line}", self.label);
         }
-    }
-}
-
-pub struct ProcStatus {
-    pub rss_kib: u64,
-    /// VmHWM: the peak resident set since the process started.
-    pub hwm_kib: u64,
-    pub threads: u64,
-}
-
-impl ProcStatus {
-    fn read(pid: u32) -> Result<ProcStatus, String> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .map_err(|e| format!("reading /proc/{pid}/status: {e}"))?;
-        let field = |name: &str| -> Result<u64, String> {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
-        };
-        Ok(ProcStatus {
-            rss_kib: field("VmRSS")?,
-            hwm_kib: field("VmHWM")?,
-            threads: field("Threads")?,
-        })
     }
 }
 

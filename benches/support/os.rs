@@ -85,17 +85,28 @@ pub fn bench_server_build_args() -> [&'static str; 6] {
 /// Builds the server in release mode (if `build`); returns its path.
 pub fn find_server(build: bool) -> Result<PathBuf, String> {
     if build {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(bench_server_build_args())
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .map_err(|e| format!("running cargo build: {e}"))?;
-        if !status.success() {
-            return Err(format!("cargo build of the bench server failed: {status}"));
-        }
+        cargo_build(&bench_server_build_args(), "the bench server")?;
     }
-    // This bench runs from <target>/release/deps; the example is in <target>/release/examples.
+    examples_dir(&["bench_server"]).map(|d| d.join("bench_server"))
+}
+
+/// Runs `cargo ARGS` in the project (a release build of examples); `what` names it in errors.
+pub fn cargo_build(args: &[&str], what: &str) -> Result<(), String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .map_err(|e| format!("running cargo build: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo build of {what} failed: {status}"));
+    }
+    Ok(())
+}
+
+/// The release examples directory holding all of `names`. A bench runs from
+/// <target>/release/deps; the examples are in <target>/release/examples.
+pub fn examples_dir(names: &[&str]) -> Result<PathBuf, String> {
     let mut candidates = Vec::new();
     if let Some(release) = std::env::current_exe()
         .ok()
@@ -109,7 +120,6 @@ pub fn find_server(build: bool) -> Result<PathBuf, String> {
     candidates.push(target.join("release").join("examples"));
     candidates
         .into_iter()
-        .map(|d| d.join("bench_server"))
-        .find(|p| p.is_file())
-        .ok_or_else(|| "cannot find the built bench_server example".to_string())
+        .find(|d| names.iter().all(|n| d.join(n).is_file()))
+        .ok_or_else(|| format!("cannot find the built example(s) {}", names.join(", ")))
 }

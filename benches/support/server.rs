@@ -140,3 +140,37 @@ pub fn die_with_parent() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// What `/proc/PID/status` says about a process's memory and threads.
+pub struct ProcStatus {
+    pub rss_kib: u64,
+    /// VmHWM: the peak resident set since the process started.
+    pub hwm_kib: u64,
+    pub threads: u64,
+}
+
+impl ProcStatus {
+    /// Reads `/proc/PID/status`.
+    pub fn read(pid: u32) -> Result<ProcStatus, String> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .map_err(|e| format!("reading /proc/{pid}/status: {e}"))?;
+        let field = |name: &str| -> Result<u64, String> {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .ok_or_else(|| format!("no {name} in /proc/{pid}/status"))
+        };
+        Ok(ProcStatus {
+            rss_kib: field("VmRSS")?,
+            hwm_kib: field("VmHWM")?,
+            threads: field("Threads")?,
+        })
+    }
+}
+
+/// How many descriptors process `pid` has open.
+pub fn count_fds(pid: u32) -> Result<usize, String> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .map_err(|e| format!("listing /proc/{pid}/fd: {e}"))
+}
