@@ -27,6 +27,8 @@ mod conn;
 mod engine;
 mod exec;
 pub mod http;
+#[cfg(all(test, fibr_loom))]
+mod loom_support;
 pub mod net;
 mod reactor;
 #[cfg(feature = "hyper")]

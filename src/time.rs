@@ -52,16 +52,7 @@ impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if let Some(e) = &self.entry {
-            if e.has_fired() {
-                return Poll::Ready(());
-            }
-            e.set_waker(cx.waker());
-            // It may have fired (waking the old waker) while the new one was being stored.
-            return if e.has_fired() {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
-            };
+            return e.poll(cx.waker());
         }
         if Instant::now() >= self.deadline {
             return Poll::Ready(());

@@ -294,13 +294,14 @@ mod loom_tests {
     //! byte count the loop fills before it reports the edge, as the kernel does.
 
     use super::{Direction, IoSource, CLOSED, READABLE, WRITABLE};
+    use crate::loom_support::counting_waker;
     use crate::reactor::Source;
     use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use loom::sync::Mutex;
     use loom::thread;
     use std::io;
     use std::sync::Arc;
-    use std::task::{Context, Poll, Wake, Waker};
+    use std::task::{Context, Poll};
 
     fn source() -> Arc<IoSource> {
         let fd = std::fs::File::open("/dev/null")
@@ -314,23 +315,6 @@ mod loom_tests {
             writers: Mutex::new(None),
             arm: Mutex::new(()),
         })
-    }
-
-    /// A waker that counts its wake-ups.
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counting_waker() -> (Arc<Count>, Waker) {
-        let c = Arc::new(Count(AtomicUsize::new(0)));
-        (c.clone(), Waker::from(c))
     }
 
     /// A non-blocking read of the modelled socket: all bytes queued, or WouldBlock.
@@ -362,7 +346,7 @@ mod loom_tests {
                 Poll::Ready(r) => assert_eq!(r.unwrap(), 1),
                 Poll::Pending => {
                     assert!(
-                        count.0.load(Ordering::SeqCst) >= 1,
+                        count.wakes() >= 1,
                         "parked with readiness reported and no wake-up"
                     );
                     match src.poll_io(&mut cx, Direction::Read, || read(&queued), || false) {
@@ -403,8 +387,8 @@ mod loom_tests {
             run(&mut got);
             lp.join().unwrap();
             let mut handled = 0;
-            while count.0.load(Ordering::SeqCst) > handled {
-                handled = count.0.load(Ordering::SeqCst);
+            while count.wakes() > handled {
+                handled = count.wakes();
                 run(&mut got);
             }
             assert_eq!(got, 2, "parked with a byte unread and no wake-up to come");
@@ -446,11 +430,11 @@ mod loom_tests {
             lp.join().unwrap();
             let (writer_ready, wcount) = writer.join().unwrap();
             assert!(
-                reader_ready.is_ready() || count.0.load(Ordering::SeqCst) >= 1,
+                reader_ready.is_ready() || count.wakes() >= 1,
                 "reader parked and never woken"
             );
             assert!(
-                writer_ready || wcount.0.load(Ordering::SeqCst) >= 1,
+                writer_ready || wcount.wakes() >= 1,
                 "writer parked and never woken"
             );
         });
@@ -467,7 +451,7 @@ mod loom_tests {
             let mut cx = Context::from_waker(&waker);
             let r = src.poll_ready(&mut cx, Direction::Write);
             lp.join().unwrap();
-            assert!(r.is_ready() || count.0.load(Ordering::SeqCst) >= 1);
+            assert!(r.is_ready() || count.wakes() >= 1);
             assert!(src.poll_ready(&mut cx, Direction::Write).is_ready());
         });
     }

@@ -13,7 +13,7 @@ use std::sync::{
     atomic::{AtomicU8, Ordering},
     Mutex,
 };
-use std::task::Waker;
+use std::task::{Poll, Waker};
 use std::time::Instant;
 
 const WAITING: u8 = 0;
@@ -40,8 +40,22 @@ impl TimerEntry {
         self.state.load(Ordering::Acquire) == FIRED
     }
 
+    /// A poll of the future this entry arms: ready once fired; else `waker` is stored
+    /// (replacing an older one) and checked against a fire that raced the store.
+    pub fn poll(&self, waker: &Waker) -> Poll<()> {
+        if self.has_fired() {
+            return Poll::Ready(());
+        }
+        self.set_waker(waker);
+        if self.has_fired() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
     /// Replaces the waker to notify (a future polled from another task).
-    pub fn set_waker(&self, waker: &Waker) {
+    fn set_waker(&self, waker: &Waker) {
         let mut w = self.waker.lock().unwrap();
         if !w.as_ref().is_some_and(|old| old.will_wake(waker)) {
             *w = Some(waker.clone());
@@ -158,51 +172,16 @@ impl Timers {
 mod loom_tests {
     //! A timer entry shared by its `Sleep` future (poll, re-poll from another task, reset,
     //! drop) and the loop (`Timers::fire_due`): every interleaving loom finds. The loop side
-    //! is the real `Timers`; the future side runs `Sleep::poll`'s steps (mirrored in
-    //! `poll_sleep`, since `Sleep` needs a runtime to arm; keep the two in step).
+    //! is the real `Timers`; the future side is `TimerEntry::poll`, which `Sleep::poll`
+    //! runs once armed (arming needs a runtime).
 
     use super::{TimerEntry, Timers};
-    use loom::sync::atomic::{AtomicUsize, Ordering};
+    use crate::loom_support::counting_waker;
     use loom::thread;
     use std::sync::Arc;
-    use std::task::{Poll, Wake, Waker};
     use std::time::Instant;
 
-    /// A waker that counts its wake-ups.
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counting_waker() -> (Arc<Count>, Waker) {
-        let c = Arc::new(Count(AtomicUsize::new(0)));
-        (c.clone(), Waker::from(c))
-    }
-
-    fn wakes(c: &Count) -> usize {
-        c.0.load(Ordering::SeqCst)
-    }
-
-    /// `Sleep::poll` with an armed entry, step for step.
-    fn poll_sleep(e: &TimerEntry, waker: &Waker) -> Poll<()> {
-        if e.has_fired() {
-            return Poll::Ready(());
-        }
-        e.set_waker(waker);
-        if e.has_fired() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }
-
-    /// The loop's turn: fire what is due and wake it, as `run_loop` does.
+    /// The loop's turn: fire what is due and wake it, as `LoopState::dispatch` does.
     fn loop_turn(timers: &mut Timers, now: Instant) -> usize {
         let mut wake = Vec::new();
         timers.fire_due(now, &mut wake);
@@ -239,7 +218,7 @@ mod loom_tests {
                 fired == 1,
                 "fired without a wake or the reverse"
             );
-            assert_eq!(wakes(&count), fired, "woken {} times", wakes(&count));
+            assert_eq!(count.wakes(), fired, "woken {} times", count.wakes());
             // A cancelled entry keeps no waker (it would pin the task).
             if fired == 0 {
                 assert!(e.waker.lock().unwrap().is_none());
@@ -260,14 +239,14 @@ mod loom_tests {
             timers.add(e.clone());
             let lp = thread::spawn(move || loop_turn(&mut timers, now));
             let (new_count, new) = counting_waker();
-            let polled = poll_sleep(&e, &new);
+            let polled = e.poll(&new);
             assert_eq!(lp.join().unwrap(), 1, "a due timer did not fire");
             assert!(
-                polled.is_ready() || wakes(&new_count) == 1,
+                polled.is_ready() || new_count.wakes() == 1,
                 "pending with the timer fired and the new waker never woken"
             );
-            assert!(wakes(&old_count) + wakes(&new_count) == 1, "woken twice");
-            assert!(poll_sleep(&e, &new).is_ready());
+            assert!(old_count.wakes() + new_count.wakes() == 1, "woken twice");
+            assert!(e.poll(&new).is_ready());
         });
     }
 
@@ -296,7 +275,7 @@ mod loom_tests {
             let second = loop_turn(&mut timers.lock().unwrap(), t1);
             assert_eq!(second, 1, "the rescheduled timer did not fire exactly once");
             assert!(new.has_fired());
-            assert_eq!(wakes(&count), first + second);
+            assert_eq!(count.wakes(), first + second);
             assert_eq!(loop_turn(&mut timers.lock().unwrap(), t1), 0);
         });
     }
@@ -312,12 +291,12 @@ mod loom_tests {
             let e = TimerEntry::new(now, waker.clone());
             let e2 = e.clone();
             let t = thread::spawn(move || e2.cancel());
-            let _ = poll_sleep(&e, &waker);
+            let _ = e.poll(&waker);
             t.join().unwrap();
             let mut timers = Timers::default();
             timers.add(e.clone());
             assert_eq!(loop_turn(&mut timers, now), 0);
-            assert_eq!(wakes(&count), 0);
+            assert_eq!(count.wakes(), 0);
             assert!(!e.has_fired());
         });
     }
