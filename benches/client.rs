@@ -279,6 +279,34 @@ fn range(v: &[f64], decimals: usize) -> String {
     format!("{m:.decimals$} ({lo:.decimals$}–{hi:.decimals$})")
 }
 
+/// The engine the fibr clients run on: one loop, one worker.
+fn client_engine() -> Result<fibr::Engine, String> {
+    let config = fibr::Config {
+        workers: 1,
+        event_loops: 1,
+        thread_name: "fclient".into(),
+        ..fibr::Config::default()
+    };
+    fibr::Engine::new(config, []).map_err(|e| format!("fibr engine: {e}"))
+}
+
+/// Observes one phase of `tasks` on `engine`, then stops them and waits for them.
+fn measure_fibr(
+    engine: &fibr::Engine,
+    tasks: Vec<fibr::JoinHandle<()>>,
+    load: &Load,
+    phase: Duration,
+) -> Sample {
+    let s = observe(load, phase);
+    load.stop.store(true, Ordering::Relaxed);
+    engine.block_on(async {
+        for t in tasks {
+            let _ = fibr::time::timeout(IO_TIMEOUT, t).await;
+        }
+    });
+    s
+}
+
 /// One request and its whole response (Content-Length framed) on a kept-alive connection.
 async fn raw_exchange(s: &fibr::net::TcpStream, request: &[u8], buf: &mut [u8]) -> bool {
     if s.write_all(request).await.is_err() {
@@ -321,13 +349,7 @@ fn measure(which: Which, uri: &Uri, phase: Duration) -> Result<Sample, String> {
     };
     let sample = match which {
         Which::Fibr => {
-            let config = fibr::Config {
-                workers: 1,
-                event_loops: 1,
-                thread_name: "fclient".into(),
-                ..fibr::Config::default()
-            };
-            let engine = fibr::Engine::new(config, []).map_err(|e| format!("fibr engine: {e}"))?;
+            let engine = client_engine()?;
             let client = fibr::client::Client::new();
             let tasks: Vec<_> = (0..IN_FLIGHT)
                 .map(|_| {
@@ -346,25 +368,13 @@ fn measure(which: Which, uri: &Uri, phase: Duration) -> Result<Sample, String> {
                     })
                 })
                 .collect();
-            let s = observe(&load, phase);
-            stop.store(true, Ordering::Relaxed);
-            engine.block_on(async {
-                for t in tasks {
-                    let _ = fibr::time::timeout(IO_TIMEOUT, t).await;
-                }
-            });
+            let s = measure_fibr(&engine, tasks, &load, phase);
             drop(client);
             engine.shutdown(Duration::from_secs(1));
             s
         }
         Which::FibrRaw => {
-            let config = fibr::Config {
-                workers: 1,
-                event_loops: 1,
-                thread_name: "fclient".into(),
-                ..fibr::Config::default()
-            };
-            let engine = fibr::Engine::new(config, []).map_err(|e| format!("fibr engine: {e}"))?;
+            let engine = client_engine()?;
             let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
             let tasks: Vec<_> = (0..IN_FLIGHT)
                 .map(|_| {
@@ -386,13 +396,7 @@ fn measure(which: Which, uri: &Uri, phase: Duration) -> Result<Sample, String> {
                     })
                 })
                 .collect();
-            let s = observe(&load, phase);
-            stop.store(true, Ordering::Relaxed);
-            engine.block_on(async {
-                for t in tasks {
-                    let _ = fibr::time::timeout(IO_TIMEOUT, t).await;
-                }
-            });
+            let s = measure_fibr(&engine, tasks, &load, phase);
             engine.shutdown(Duration::from_secs(1));
             s
         }

@@ -166,7 +166,7 @@ fn tcp_listener_from_std() {
 }
 
 #[test]
-fn names_resolve_off_the_worker_and_every_address_form_works() {
+fn every_address_form_resolves_and_connects() {
     bounded(LIMIT, || {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = std_listener.local_addr().unwrap().port();
