@@ -1,13 +1,17 @@
 //! Request bodies as the connection sends them, and [`ResponseBody`], which streams the
 //! response while driving its connection.
 
+use super::conn::take_bytes;
 use super::error::{BoxError, Error, ErrorKind};
-use bytes::{Buf, Bytes};
+use crate::http::h1::chunked::{ChunkedDecoder, Decoded};
+use crate::http::h1::client::ResponseBodyFraming;
+use bytes::{Buf, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use std::any::Any;
 use std::fmt;
+use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -93,13 +97,14 @@ impl Body for ReqBody {
     }
 }
 
-/// A pooled connection as a response body drives it.
-pub(crate) trait Driver: Send {
-    /// Moves the connection's I/O along; true once the connection has finished.
-    fn poll_conn(&mut self, cx: &mut Context<'_>) -> bool;
-    /// The response body is complete: return the connection to its pool if it can be
-    /// reused, else close it.
-    fn finish(self: Box<Self>, cx: &mut Context<'_>);
+/// The connection under a streaming response body, whatever its stream type.
+pub(crate) trait Wire: Send {
+    /// Bytes read and not yet consumed.
+    fn buffered(&mut self) -> &mut BytesMut;
+    /// Reads more into the buffer; `Ok(0)` is the end of the stream.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>>;
+    /// The body was read to its end: back to the pool if the connection is reusable.
+    fn finish(self: Box<Self>);
 }
 
 /// Makes a `Send` value `Sync` by never handing out a shared reference to it (only
@@ -110,41 +115,156 @@ struct Exclusive<T>(T);
 // between threads shares nothing; `&mut` access is exclusive, which `Send` covers.
 unsafe impl<T: Send> Sync for Exclusive<T> {}
 
-impl<T> Exclusive<T> {
-    fn get_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
+/// How the rest of a streaming body is delimited.
+enum Decoder {
+    /// This many bytes are left.
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    /// Until the server closes.
+    UntilClose,
 }
 
-/// A response body. It streams: frames arrive as the server sends them. The connection
-/// it came on is driven by whoever polls this body (no background task), and returns to
-/// the pool when the body has been read to its end; dropping the body early closes the
-/// connection.
+/// Longest trailer section accepted in a chunked response.
+const MAX_TRAILER_BYTES: usize = 16 * 1024;
+
+struct Streaming {
+    wire: Box<dyn Wire>,
+    decoder: Decoder,
+}
+
+enum State {
+    /// Nothing (more) to read.
+    Done,
+    /// The whole body, read along with the head.
+    Full(Bytes),
+    /// The body streams in over its connection.
+    Streaming(Exclusive<Streaming>),
+}
+
+/// A response body. It streams: frames arrive as the server sends them, read by whoever
+/// polls the body (no background task). The connection returns to the pool when the body
+/// has been read to its end (a small body already read with the head returns it at once);
+/// dropping the body early closes the connection.
 pub struct ResponseBody {
-    inner: hyper::body::Incoming,
-    driver: Exclusive<Option<Box<dyn Driver>>>,
+    state: State,
     limit: Option<u64>,
     seen: u64,
 }
 
 impl ResponseBody {
-    pub(crate) fn new(
-        inner: hyper::body::Incoming,
-        driver: Option<Box<dyn Driver>>,
+    pub(crate) fn empty() -> ResponseBody {
+        ResponseBody {
+            state: State::Done,
+            limit: None,
+            seen: 0,
+        }
+    }
+
+    pub(crate) fn full(b: Bytes) -> ResponseBody {
+        ResponseBody {
+            state: if b.is_empty() {
+                State::Done
+            } else {
+                State::Full(b)
+            },
+            limit: None,
+            seen: 0,
+        }
+    }
+
+    pub(crate) fn streaming(
+        wire: Box<dyn Wire>,
+        framing: ResponseBodyFraming,
         limit: Option<u64>,
     ) -> ResponseBody {
+        let decoder = match framing {
+            ResponseBodyFraming::Length(n) => Decoder::Length(n),
+            ResponseBodyFraming::Chunked => {
+                Decoder::Chunked(ChunkedDecoder::new(MAX_TRAILER_BYTES))
+            }
+            ResponseBodyFraming::UntilClose => Decoder::UntilClose,
+            ResponseBodyFraming::Empty => {
+                wire.finish();
+                return ResponseBody::empty();
+            }
+        };
         ResponseBody {
-            inner,
-            driver: Exclusive(driver),
+            state: State::Streaming(Exclusive(Streaming { wire, decoder })),
             limit,
             seen: 0,
         }
     }
 
-    fn release(&mut self, cx: &mut Context<'_>) {
-        if let Some(d) = self.driver.get_mut().take() {
-            d.finish(cx);
+    /// Counts `n` more body bytes against the limit.
+    fn over_limit(&mut self, n: usize) -> Option<Error> {
+        self.seen += n as u64;
+        let limit = self.limit?;
+        (self.seen > limit)
+            .then(|| Error::new(ErrorKind::BodyTooLarge, format!("more than {limit} bytes")))
+    }
+}
+
+impl Streaming {
+    /// The next frame; `Ok(None)` at the end of the body.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Frame<Bytes>>, Error>> {
+        loop {
+            let buf = self.wire.buffered();
+            if !buf.is_empty() {
+                match &mut self.decoder {
+                    Decoder::Length(left) => {
+                        let n = (*left).min(buf.len() as u64) as usize;
+                        *left -= n as u64;
+                        return Poll::Ready(Ok(Some(Frame::data(take_bytes(buf, n)))));
+                    }
+                    Decoder::UntilClose => {
+                        let n = buf.len();
+                        return Poll::Ready(Ok(Some(Frame::data(take_bytes(buf, n)))));
+                    }
+                    Decoder::Chunked(dec) => {
+                        let (used, out) = dec
+                            .decode(buf)
+                            .map_err(|e| Error::new(ErrorKind::Protocol, e))?;
+                        match out {
+                            Decoded::Data(d) => {
+                                let len = d.len();
+                                buf.advance(used - len);
+                                return Poll::Ready(Ok(Some(Frame::data(take_bytes(buf, len)))));
+                            }
+                            Decoded::Done(trailers) => {
+                                buf.advance(used);
+                                self.decoder = Decoder::Length(0);
+                                return Poll::Ready(Ok(trailers.map(Frame::trailers)));
+                            }
+                            Decoded::NeedMore => buf.advance(used),
+                        }
+                    }
+                }
+            }
+            if matches!(self.decoder, Decoder::Length(0)) {
+                return Poll::Ready(Ok(None));
+            }
+            match self.wire.poll_fill(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0)) if matches!(self.decoder, Decoder::UntilClose) => {
+                    return Poll::Ready(Ok(None))
+                }
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(Error::new(
+                        ErrorKind::IncompleteBody,
+                        "the server closed the connection within the body",
+                    )))
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => {
+                    return Poll::Ready(Err(Error::new(ErrorKind::IncompleteBody, e)))
+                }
+            }
         }
+    }
+
+    /// Whether nothing is left to read.
+    fn is_end(&self) -> bool {
+        matches!(self.decoder, Decoder::Length(0))
     }
 }
 
@@ -157,44 +277,62 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         let this = self.get_mut();
-        if let Some(d) = this.driver.get_mut().as_mut() {
-            d.poll_conn(cx);
-        }
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(limit), Some(data)) = (this.limit, frame.data_ref()) {
-                    this.seen += data.len() as u64;
-                    if this.seen > limit {
-                        *this.driver.get_mut() = None;
-                        return Poll::Ready(Some(Err(Error::new(
-                            ErrorKind::BodyTooLarge,
-                            format!("more than {limit} bytes"),
-                        ))));
+        let frame = match &mut this.state {
+            State::Done => return Poll::Ready(None),
+            State::Full(_) => {
+                let State::Full(b) = std::mem::replace(&mut this.state, State::Done) else {
+                    unreachable!("matched above")
+                };
+                Frame::data(b)
+            }
+            State::Streaming(s) => match s.0.poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => {
+                    this.state = State::Done;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Poll::Ready(Ok(frame)) => {
+                    // Done: hand the connection back before the caller sees the end.
+                    if frame.is_none() || s.0.is_end() {
+                        if let State::Streaming(s) = std::mem::replace(&mut this.state, State::Done)
+                        {
+                            s.0.wire.finish();
+                        }
+                    }
+                    match frame {
+                        Some(f) => f,
+                        None => return Poll::Ready(None),
                     }
                 }
-                if this.inner.is_end_stream() {
-                    this.release(cx);
-                }
-                Poll::Ready(Some(Ok(frame)))
+            },
+        };
+        if let Some(data) = frame.data_ref() {
+            if let Some(e) = this.over_limit(data.len()) {
+                // The connection is dropped (closed) with the rest unread.
+                this.state = State::Done;
+                return Poll::Ready(Some(Err(e)));
             }
-            Poll::Ready(Some(Err(e))) => {
-                *this.driver.get_mut() = None;
-                Poll::Ready(Some(Err(Error::from_hyper(e, true))))
-            }
-            Poll::Ready(None) => {
-                this.release(cx);
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
         }
+        Poll::Ready(Some(Ok(frame)))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.state {
+            State::Done => true,
+            State::Full(_) => false,
+            State::Streaming(s) => s.0.is_end(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.state {
+            State::Done => SizeHint::with_exact(0),
+            State::Full(b) => SizeHint::with_exact(b.len() as u64),
+            State::Streaming(s) => match s.0.decoder {
+                Decoder::Length(n) => SizeHint::with_exact(n),
+                _ => SizeHint::default(),
+            },
+        }
     }
 }
 

@@ -114,30 +114,6 @@ impl Error {
         };
         Error::new(kind, e)
     }
-
-    /// Classifies one of hyper's errors; `in_body` tells whether the response head had
-    /// already arrived.
-    pub(crate) fn from_hyper(e: hyper::Error, in_body: bool) -> Error {
-        let closed = if in_body {
-            ErrorKind::IncompleteBody
-        } else {
-            ErrorKind::ClosedBeforeResponse
-        };
-        let kind = if e.is_parse() || e.is_parse_status() {
-            ErrorKind::Protocol
-        } else if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
-            closed
-        } else if e.is_body_write_aborted() || (e.is_user() && e.source().is_some()) {
-            ErrorKind::RequestBody
-        } else if e.is_timeout() {
-            ErrorKind::Timeout
-        } else if is_disconnect(&e) {
-            closed
-        } else {
-            ErrorKind::Other
-        };
-        Error::new(kind, e)
-    }
 }
 
 /// True if `e` (or a cause of it) is an I/O error meaning the peer went away.

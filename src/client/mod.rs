@@ -12,13 +12,15 @@
 //!
 //! - Connections are pooled per (scheme, authority) with keep-alive reuse, an idle
 //!   timeout and a bound on idle connections per host.
-//! - The wire protocol is hyper's HTTP/1 client connection (`hyper::client::conn::http1`)
-//!   over fibr sockets (a native HTTP/1 client on fibr's codec was not built: this one was
-//!   measured against hyper-util's, see `benches/client.rs`). The task awaiting a request
-//!   also drives its connection, and the response body drives it while it is read: no
-//!   task per connection and no hop between the caller and a connection task (hyper-util
-//!   spawns one per connection). The connection returns to the pool once the body has
-//!   been read to its end (dropping the body early closes it).
+//! - HTTP/1.1 is spoken natively, on the codec fibr's server uses (response parsing on
+//!   `httparse`, chunked coding both ways). The task awaiting a request drives its
+//!   connection, and the response body reads the rest: no task per connection and no hop
+//!   between the caller and a connection task (hyper-util spawns one per connection and
+//!   talks to it over channels). A small body that arrived with the head returns the
+//!   connection to the pool at once; otherwise it returns once the body has been read to
+//!   its end (dropping the body early closes it). `benches/client.rs` measures it against
+//!   hyper-util's client (the client was first built on hyper's client connection over
+//!   fibr sockets: 0.88-0.92x hyper-util's CPU per request; native: see the README).
 //! - Upgrades (101 Switching Protocols) are not supported: such a connection is not
 //!   reused, and the upgraded stream is not handed out.
 //! - Names are resolved on a short-lived OS thread, never on an event loop or a worker.
@@ -33,6 +35,7 @@
 //!   included): its I/O and timers run on fibr's loops wherever it is polled.
 
 mod body;
+mod conn;
 mod connect;
 mod error;
 mod pool;
@@ -43,17 +46,18 @@ pub use connect::{
 };
 pub use error::{BoxError, Error, ErrorKind};
 
-use body::{Driver, ReqBody};
-use http::header::{HeaderValue, CONTENT_LENGTH, HOST};
+use body::ReqBody;
+use conn::{Conn, Failure, H1Options};
+use http::header::{HeaderValue, HOST};
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, Uri, Version};
 use http_body::Body;
-use pool::{Key, Pool, Pooled};
+use pool::{Key, Pool};
 use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// An HTTP/1.1 client with a connection pool. Cloning is cheap and shares the pool.
 pub struct Client<C: Connector = HttpConnector> {
@@ -75,7 +79,7 @@ struct Inner<C: Connector> {
     request_timeout: Option<Duration>,
     max_body: Option<u64>,
     retry: bool,
-    h1: hyper::client::conn::http1::Builder,
+    h1: H1Options,
 }
 
 /// Settings of a [`Client`]; see [`Client::builder`].
@@ -87,7 +91,7 @@ pub struct Builder {
     request_timeout: Option<Duration>,
     max_body: Option<u64>,
     retry: bool,
-    h1: hyper::client::conn::http1::Builder,
+    h1: H1Options,
 }
 
 impl Default for Builder {
@@ -99,7 +103,7 @@ impl Default for Builder {
             request_timeout: None,
             max_body: None,
             retry: true,
-            h1: hyper::client::conn::http1::Builder::new(),
+            h1: H1Options::default(),
         }
     }
 }
@@ -148,32 +152,29 @@ impl Builder {
 
     /// Sends header names in Title-Case (default false).
     pub fn http1_title_case_headers(&mut self, on: bool) -> &mut Self {
-        self.h1.title_case_headers(on);
+        self.h1.title_case_headers = on;
         self
     }
 
-    /// Most header fields accepted in a response (hyper's default: 100).
+    /// Most header fields accepted in a response (default 100); more fails the request
+    /// with [`ErrorKind::Protocol`].
     pub fn http1_max_headers(&mut self, n: usize) -> &mut Self {
-        self.h1.max_headers(n);
+        self.h1.limits.max_headers = n;
         self
     }
 
-    /// Largest connection read buffer, which bounds a response head (hyper's default:
-    /// about 400 KiB).
-    pub fn http1_max_buf_size(&mut self, n: usize) -> &mut Self {
-        self.h1.max_buf_size(n);
+    /// Largest response head accepted, in bytes (default 64 KiB); larger fails the
+    /// request with [`ErrorKind::Protocol`].
+    pub fn http1_max_head_size(&mut self, n: usize) -> &mut Self {
+        self.h1.limits.max_head_bytes = n;
         self
     }
 
-    /// Accepts obsolete multi-line (folded) response headers (default false).
+    /// Accepts obsolete multi-line (folded) response headers, joining the lines with
+    /// spaces (default false: such a response is refused).
     pub fn http1_allow_obsolete_multiline_headers_in_responses(&mut self, on: bool) -> &mut Self {
-        self.h1.allow_obsolete_multiline_headers_in_responses(on);
+        self.h1.limits.allow_obsolete_folding = on;
         self
-    }
-
-    /// hyper's whole HTTP/1 client builder, for options not mirrored here.
-    pub fn http1(&mut self) -> &mut hyper::client::conn::http1::Builder {
-        &mut self.h1
     }
 
     /// A client with the [`HttpConnector`].
@@ -191,7 +192,7 @@ impl Builder {
                 request_timeout: self.request_timeout,
                 max_body: self.max_body,
                 retry: self.retry,
-                h1: self.h1.clone(),
+                h1: self.h1,
             }),
         }
     }
@@ -221,13 +222,6 @@ impl<C: Connector> std::fmt::Debug for Client<C> {
             .field("idle_connections", &self.inner.pool.idle_count())
             .finish()
     }
-}
-
-/// How one attempt on one connection failed.
-enum Attempt {
-    /// Safe to send again on a fresh connection.
-    Retry(Box<Request<ReqBody>>, Error),
-    Fail(Error),
 }
 
 impl<C: Connector> Client<C> {
@@ -288,28 +282,31 @@ impl<C: Connector> Client<C> {
                 Some(c) => c,
                 None => self.connect(&key).await?,
             };
-            // Only a bodiless idempotent request can be rebuilt after it was written.
-            let replay =
-                (reused && self.inner.retry && is_replayable(&req)).then(|| copy_head(&req));
-            match self.attempt(conn, req).await {
+            // A request may go again on a fresh connection if its body is still here (none
+            // or a full one; a streamed one is taken as it is sent) and the reused
+            // connection never took it, or if it is also idempotent and the reused
+            // connection closed before any answer (the server may have timed it out).
+            let whole = matches!(req.body(), ReqBody::Empty | ReqBody::Full(_));
+            let replayable = whole && is_idempotent(req.method());
+            let e = match conn.exchange(&mut req, self.inner.max_body).await {
                 Ok(res) => return Ok(res),
-                Err(Attempt::Retry(r, e)) => {
-                    if fresh_only || !self.inner.retry {
-                        return Err(e);
-                    }
-                    req = *r;
+                Err(Failure::NotSent(e)) if whole => e,
+                Err(Failure::Sent(e))
+                    if e.kind() == ErrorKind::ClosedBeforeResponse && replayable =>
+                {
+                    e
                 }
-                Err(Attempt::Fail(e)) => match replay {
-                    Some(r) if e.kind() == ErrorKind::ClosedBeforeResponse => req = r,
-                    _ => return Err(e),
-                },
+                Err(Failure::NotSent(e) | Failure::Sent(e)) => return Err(e),
+            };
+            if !reused || fresh_only || !self.inner.retry {
+                return Err(e);
             }
             fresh_only = true;
         }
     }
 
-    /// Connects (with the connect timeout) and sets up an HTTP/1 connection.
-    async fn connect(&self, key: &Key) -> Result<Box<Pooled<C::Io>>, Error> {
+    /// Connects (with the connect timeout).
+    async fn connect(&self, key: &Key) -> Result<Box<Conn<C::Io>>, Error> {
         let dst = Uri::builder()
             .scheme(key.scheme.clone())
             .authority(key.authority.clone())
@@ -335,84 +332,12 @@ impl<C: Connector> Client<C> {
                 "the connector negotiated HTTP/2, which this client does not speak yet",
             ));
         }
-        let (tx, conn) = self
-            .inner
-            .h1
-            .handshake(io)
-            .await
-            .map_err(|e| Error::new(ErrorKind::Connect, e))?;
-        Ok(Box::new(Pooled {
-            tx,
-            conn: Some(conn),
-            key: key.clone(),
-            pool: Arc::downgrade(&self.inner.pool),
-            idle_since: Instant::now(),
-        }))
-    }
-
-    /// Sends `req` on `conn`, driving the connection until the response head arrives.
-    async fn attempt(
-        &self,
-        conn: Box<Pooled<C::Io>>,
-        req: Request<ReqBody>,
-    ) -> Result<Response<ResponseBody>, Attempt> {
-        let mut conn = Some(conn);
-        let c = conn.as_mut().expect("set above");
-        let mut pending = pin!(c.tx.try_send_request(req));
-        let max_body = self.inner.max_body;
-        poll_fn(|cx| {
-            let c = conn.as_mut().expect("present until the response");
-            let finished = c.drive(cx);
-            let res = match pending.as_mut().poll(cx) {
-                // A finished connection has answered every request queued on it; this is
-                // only a guard against waiting forever.
-                Poll::Pending if finished => {
-                    return Poll::Ready(Err(Attempt::Fail(Error::new(
-                        ErrorKind::ClosedBeforeResponse,
-                        "the connection finished without answering",
-                    ))))
-                }
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(r) => r,
-            };
-            let res = match res {
-                Ok(res) => res,
-                Err(mut e) => {
-                    return Poll::Ready(Err(match e.take_message() {
-                        Some(req) => {
-                            Attempt::Retry(Box::new(req), Error::from_hyper(e.into_error(), false))
-                        }
-                        None => Attempt::Fail(Error::from_hyper(e.into_error(), false)),
-                    }))
-                }
-            };
-            let (parts, incoming) = res.into_parts();
-            if let Some(limit) = max_body {
-                let len = parts
-                    .headers
-                    .get(CONTENT_LENGTH)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok());
-                if len.is_some_and(|n| n > limit) {
-                    return Poll::Ready(Err(Attempt::Fail(Error::new(
-                        ErrorKind::BodyTooLarge,
-                        format!("content-length {} over the limit of {limit}", len.unwrap()),
-                    ))));
-                }
-            }
-            let c = conn.take().expect("present until the response");
-            let driver: Option<Box<dyn Driver>> = if hyper::body::Body::is_end_stream(&incoming) {
-                c.finish(cx);
-                None
-            } else {
-                Some(c)
-            };
-            Poll::Ready(Ok(Response::from_parts(
-                parts,
-                ResponseBody::new(incoming, driver, max_body),
-            )))
-        })
-        .await
+        Ok(Box::new(Conn::new(
+            io,
+            self.inner.h1,
+            key.clone(),
+            Arc::downgrade(&self.inner.pool),
+        )))
     }
 }
 
@@ -446,20 +371,11 @@ fn prepare(req: Request<ReqBody>) -> Result<(Key, Request<ReqBody>), Error> {
     Ok((Key { scheme, authority }, Request::from_parts(parts, body)))
 }
 
-fn is_replayable(req: &Request<ReqBody>) -> bool {
+fn is_idempotent(method: &Method) -> bool {
     matches!(
-        *req.method(),
+        *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
-    ) && hyper::body::Body::is_end_stream(req.body())
-}
-
-fn copy_head(req: &Request<ReqBody>) -> Request<ReqBody> {
-    let mut r = Request::new(ReqBody::Empty);
-    *r.method_mut() = req.method().clone();
-    *r.uri_mut() = req.uri().clone();
-    *r.version_mut() = req.version();
-    *r.headers_mut() = req.headers().clone();
-    r
+    )
 }
 
 /// The request futures are `Send` (checked at compile time, never called).

@@ -1,21 +1,16 @@
 //! Idle HTTP/1 connections per (scheme, authority): keep-alive reuse, a bound per host,
 //! idle expiry (checked on checkout and by a reaper task while anything is idle).
 //!
-//! A connection is a hyper `SendRequest` plus its `Connection` future, kept together: the
-//! task that uses the connection also drives it (no per-connection task, no cross-task
-//! wake-ups). An idle connection is driven by nobody; on checkout it is polled once, which
-//! notices a server that closed it meanwhile.
+//! An idle connection is driven by nobody; on checkout its socket is looked at once,
+//! which notices a server that closed it meanwhile.
 
-use super::body::{Driver, ReqBody};
-use hyper::client::conn::http1::{Connection, SendRequest};
-use hyper::rt::{Read, Write};
+use super::conn::Conn;
+use super::Connection;
 use std::collections::HashMap;
-use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::Context;
 use std::time::{Duration, Instant};
 
 /// FNV-1a: keys are short and hashed per byte (`Authority` hashes case-insensitively one
@@ -52,72 +47,15 @@ pub(crate) struct Key {
     pub authority: http::uri::Authority,
 }
 
-/// One HTTP/1 connection, in use or idle.
-pub(crate) struct Pooled<Io>
-where
-    Io: Read + Write + Unpin + Send + 'static,
-{
-    pub tx: SendRequest<ReqBody>,
-    pub conn: Option<Connection<Io, ReqBody>>,
-    pub key: Key,
-    pub pool: Weak<Pool<Io>>,
-    pub idle_since: Instant,
-}
-
-impl<Io> Pooled<Io>
-where
-    Io: Read + Write + Unpin + Send + 'static,
-{
-    /// Drives the connection; true (and the connection dropped) once it has finished.
-    pub fn drive(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(conn) = self.conn.as_mut() else {
-            return true;
-        };
-        match Pin::new(conn).poll(cx) {
-            Poll::Ready(_) => {
-                // Dropping the dispatcher answers any request still queued on it.
-                self.conn = None;
-                true
-            }
-            Poll::Pending => false,
-        }
-    }
-}
-
-impl<Io> Driver for Pooled<Io>
-where
-    Io: Read + Write + Unpin + Send + 'static,
-{
-    fn poll_conn(&mut self, cx: &mut Context<'_>) -> bool {
-        self.drive(cx)
-    }
-
-    fn finish(mut self: Box<Self>, cx: &mut Context<'_>) {
-        // One more turn lets the dispatcher finish the message and ask for the next one.
-        if self.drive(cx) {
-            return;
-        }
-        if let Some(pool) = self.pool.upgrade() {
-            pool.put(self);
-        }
-    }
-}
-
 /// The idle connections of one client.
-pub(crate) struct Pool<Io>
-where
-    Io: Read + Write + Unpin + Send + 'static,
-{
-    idle: Mutex<FnvMap<Key, Vec<Box<Pooled<Io>>>>>,
+pub(crate) struct Pool<Io> {
+    idle: Mutex<FnvMap<Key, Vec<Box<Conn<Io>>>>>,
     max_idle_per_host: usize,
     idle_timeout: Option<Duration>,
     reaping: AtomicBool,
 }
 
-impl<Io> Pool<Io>
-where
-    Io: Read + Write + Unpin + Send + 'static,
-{
+impl<Io: Connection> Pool<Io> {
     pub fn new(max_idle_per_host: usize, idle_timeout: Option<Duration>) -> Pool<Io> {
         Pool {
             idle: Mutex::new(FnvMap::default()),
@@ -127,13 +65,13 @@ where
         }
     }
 
-    fn expired(&self, c: &Pooled<Io>, now: Instant) -> bool {
+    fn expired(&self, c: &Conn<Io>, now: Instant) -> bool {
         self.idle_timeout
             .is_some_and(|t| now.saturating_duration_since(c.idle_since) >= t)
     }
 
     /// The most recently idled live connection for `key`, polled once with `cx`.
-    pub fn checkout(&self, key: &Key, cx: &mut Context<'_>) -> Option<Box<Pooled<Io>>> {
+    pub fn checkout(&self, key: &Key, cx: &mut Context<'_>) -> Option<Box<Conn<Io>>> {
         loop {
             let mut c = {
                 let mut idle = self.idle.lock().unwrap();
@@ -151,7 +89,7 @@ where
                 return None;
             }
             // A server that closed the connection while it sat idle is noticed here.
-            if c.drive(cx) || !c.tx.is_ready() {
+            if !c.is_idle_alive(cx) {
                 continue;
             }
             return Some(c);
@@ -159,7 +97,7 @@ where
     }
 
     /// Keeps `c` for reuse (over the bound, the oldest idle one is closed).
-    pub fn put(self: Arc<Self>, mut c: Box<Pooled<Io>>) {
+    pub fn put(self: Arc<Self>, mut c: Box<Conn<Io>>) {
         if self.max_idle_per_host == 0 {
             return;
         }

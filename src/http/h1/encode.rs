@@ -224,14 +224,14 @@ fn write_status_line(status: StatusCode, out: &mut Vec<u8>) {
 }
 
 #[inline]
-fn put_header(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn put_header(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
 
-fn put_dec(mut n: u64, out: &mut Vec<u8>) {
+pub(crate) fn put_dec(mut n: u64, out: &mut Vec<u8>) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {

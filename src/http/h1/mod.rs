@@ -29,6 +29,8 @@
 //! 4. Close after the response if `!keep_alive` or `framing.closes_connection()`.
 
 pub(crate) mod chunked;
+#[cfg(feature = "client")]
+pub(crate) mod client;
 pub(crate) mod date;
 pub(crate) mod encode;
 pub(crate) mod parse;

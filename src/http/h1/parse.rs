@@ -569,18 +569,22 @@ fn check_target_form(method: &Method, uri: &Uri, raw: &str) -> Result<(), ParseE
     }
 }
 
+/// What the Transfer-Encoding field lines of one message say, summed up.
 #[derive(Default)]
-struct TransferEncodingState {
-    present: bool,
+pub(crate) struct TransferEncodingState {
+    pub present: bool,
     chunked: usize,
     unknown: bool,
+    /// The last coding seen is `chunked`.
+    last_chunked: bool,
 }
 
 impl TransferEncodingState {
-    fn add(&mut self, value: &[u8]) {
+    pub(crate) fn add(&mut self, value: &[u8]) {
         self.present = true;
         for coding in list_elements(value) {
-            if coding.eq_ignore_ascii_case(b"chunked") {
+            self.last_chunked = coding.eq_ignore_ascii_case(b"chunked");
+            if self.last_chunked {
                 self.chunked += 1;
             } else {
                 // Anything else (gzip, chunked;ext=1, ...) is a coding we can't decode.
@@ -588,11 +592,17 @@ impl TransferEncodingState {
             }
         }
     }
+
+    /// `chunked` is applied once, last: the body's end is the last chunk (RFC 9112 §6.3).
+    #[cfg_attr(not(feature = "client"), allow(dead_code))]
+    pub(crate) fn chunked_last(&self) -> bool {
+        self.last_chunked && self.chunked == 1
+    }
 }
 
 /// Content-Length = 1*DIGIT, possibly repeated as a comma-separated list of identical
 /// values (RFC 9110 §8.6).
-fn parse_content_length(value: &[u8]) -> Result<u64, ParseError> {
+pub(crate) fn parse_content_length(value: &[u8]) -> Result<u64, ParseError> {
     let mut result: Option<u64> = None;
     for part in value.split(|&b| b == b',') {
         let part = trim_ows(part);
