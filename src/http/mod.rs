@@ -228,4 +228,71 @@ pub mod fuzzing {
     pub fn is_forbidden_trailer(name: &http::HeaderName) -> bool {
         h1::chunked::is_forbidden_trailer(name)
     }
+
+    /// Bounds on one response head (as `fibr::client::Builder` sets them).
+    pub type ResponseLimits = h1::client::ResponseLimits;
+
+    /// How a response body is delimited.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ResponseFraming {
+        Empty,
+        Length(u64),
+        Chunked,
+        UntilClose,
+    }
+
+    /// A parsed response head.
+    #[derive(Debug)]
+    pub struct ResponseHead {
+        pub status: StatusCode,
+        pub version: Version,
+        pub headers: HeaderMap,
+        pub framing: ResponseFraming,
+        pub keep_alive: bool,
+    }
+
+    /// The client's response-head parser, for a request with `method`: `Ok(None)` =
+    /// incomplete, `Ok(Some((head, consumed)))`; the error is the rule that broke.
+    pub fn parse_response_head(
+        buf: &[u8],
+        method: &Method,
+        limits: &ResponseLimits,
+    ) -> Result<Option<(ResponseHead, usize)>, String> {
+        let parsed =
+            h1::client::parse_response_head(buf, method, limits).map_err(|e| format!("{e:?}"))?;
+        Ok(parsed.map(|(h, n)| {
+            let framing = match h.framing {
+                h1::client::ResponseBodyFraming::Empty => ResponseFraming::Empty,
+                h1::client::ResponseBodyFraming::Length(n) => ResponseFraming::Length(n),
+                h1::client::ResponseBodyFraming::Chunked => ResponseFraming::Chunked,
+                h1::client::ResponseBodyFraming::UntilClose => ResponseFraming::UntilClose,
+            };
+            let head = ResponseHead {
+                status: h.status,
+                version: h.version,
+                headers: h.headers,
+                framing,
+                keep_alive: h.keep_alive,
+            };
+            (head, n)
+        }))
+    }
+
+    /// The client's request head for a body of `body_len` bytes (`None`: unknown, so
+    /// chunked unless `headers` declare a Content-Length).
+    pub fn encode_request_head(
+        method: &Method,
+        target: &str,
+        version: Version,
+        headers: &HeaderMap,
+        body_len: Option<u64>,
+        title_case: bool,
+    ) -> Vec<u8> {
+        let framing = h1::client::RequestBodyFraming::choose(method, headers, body_len);
+        let mut out = Vec::new();
+        h1::client::encode_request_head(
+            method, target, version, headers, framing, title_case, &mut out,
+        );
+        out
+    }
 }

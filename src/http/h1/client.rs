@@ -14,7 +14,7 @@ use super::parse::{list_elements, parse_content_length, TransferEncodingState};
 
 /// Bounds on one response head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ResponseLimits {
+pub struct ResponseLimits {
     /// Longest head (status line, header lines, final empty line), in bytes.
     pub max_head_bytes: usize,
     /// Most header field lines.

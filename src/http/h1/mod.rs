@@ -1,6 +1,6 @@
-//! Sans-IO HTTP/1.1 server-side codec: no sockets, threads or clocks (except the
-//! per-thread Date cache in `date`). The HTTP/1 dispatcher feeds it bytes and writes
-//! what it produces.
+//! Sans-IO HTTP/1.1 codec: no sockets, threads or clocks (except the per-thread Date
+//! cache in `date`). The server's dispatcher and the client's connections feed it bytes
+//! and write what it produces.
 //!
 //! - `parse`: `parse_request_head(buf, &Limits)` → `RequestHead` (method, URI, version,
 //!   headers, body framing, keep-alive, expect-continue, upgrade) and the bytes consumed,
@@ -12,8 +12,11 @@
 //!   (`encode_chunk`, `encode_chunk_header`, `encode_last_chunk`),
 //!   `response_wants_close`.
 //! - `date`: `http_date()`, the current IMF-fixdate for the Date header.
+//! - `client`: the client's side: `encode_request_head` (with `RequestBodyFraming`),
+//!   `parse_response_head` (framing per RFC 9112 §6.3, keep-alive). Chunked bodies use
+//!   the same `ChunkedDecoder` and chunk encoders as the server.
 //!
-//! Typical use, per connection:
+//! Typical use on the server, per connection:
 //!
 //! 1. `parse_request_head(&inbuf, &limits)`: `Ok(None)` → read more; `Err(e)` →
 //!    answer with `e.status()` (and `connection: close`), flush, close;
@@ -29,7 +32,6 @@
 //! 4. Close after the response if `!keep_alive` or `framing.closes_connection()`.
 
 pub(crate) mod chunked;
-#[cfg(feature = "client")]
 pub(crate) mod client;
 pub(crate) mod date;
 pub(crate) mod encode;

@@ -594,7 +594,6 @@ impl TransferEncodingState {
     }
 
     /// `chunked` is applied once, last: the body's end is the last chunk (RFC 9112 §6.3).
-    #[cfg_attr(not(feature = "client"), allow(dead_code))]
     pub(crate) fn chunked_last(&self) -> bool {
         self.last_chunked && self.chunked == 1
     }
