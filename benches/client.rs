@@ -1,7 +1,9 @@
 //! HTTP client cost: `fibr::client::Client` on a fibr engine (one event loop, one worker)
 //! against hyper-util's legacy `Client` on tokio (a multi-thread runtime with one worker,
-//! and a current-thread runtime), both fetching `GET /` from the same server with 50
-//! requests in flight.
+//! and a current-thread runtime), all fetching `GET /` from the same server with 50
+//! requests in flight. Two more rows on the same fibr engine place it: hyper's own client
+//! connection over fibr sockets (the other way to build the client: "native or hyper,
+//! measure both"), and a hand-written exchange with no client library (the floor).
 //!
 //! ```sh
 //! cargo bench --bench client --features client              # 5 s phases, 3 runs
@@ -53,15 +55,20 @@ enum Which {
     Fibr,
     HyperUtilMt,
     HyperUtilCt,
+    /// hyper's own HTTP/1 client connection (`hyper::client::conn::http1`) over
+    /// `fibr::net` sockets, one connection per task, its dispatcher spawned on fibr: the
+    /// other way to build fibr's client (which it was until it went native).
+    HyperOnFibr,
     /// No client library: keep-alive requests written and responses parsed by hand on
-    /// `fibr::net` sockets, one connection per task. What a native client could approach.
+    /// `fibr::net` sockets, one connection per task: the floor.
     FibrRaw,
 }
 
-const CLIENTS: [Which; 4] = [
+const CLIENTS: [Which; 5] = [
     Which::Fibr,
     Which::HyperUtilMt,
     Which::HyperUtilCt,
+    Which::HyperOnFibr,
     Which::FibrRaw,
 ];
 
@@ -71,6 +78,7 @@ impl Which {
             Which::Fibr => "fibr",
             Which::HyperUtilMt => "mt",
             Which::HyperUtilCt => "ct",
+            Which::HyperOnFibr => "hyper_on_fibr",
             Which::FibrRaw => "raw",
         }
     }
@@ -80,7 +88,8 @@ impl Which {
             Which::Fibr => "fibr::client (fibr, 1 loop + 1 worker)",
             Which::HyperUtilMt => "hyper-util legacy (tokio multi-thread, 1 worker)",
             Which::HyperUtilCt => "hyper-util legacy (tokio current-thread)",
-            Which::FibrRaw => "hand-written HTTP/1 on fibr::net (a native floor)",
+            Which::HyperOnFibr => "hyper's client connection on fibr::net (no pool)",
+            Which::FibrRaw => "hand-written HTTP/1 on fibr::net (the floor)",
         }
     }
 }
@@ -147,7 +156,7 @@ fn bench() -> Result<(), String> {
         phase.as_secs()
     );
 
-    // Diagnostic knob (unset in the bench): `BENCH_ONLY=fibr|mt|ct` runs one client alone.
+    // Diagnostic knob (unset in the bench): `BENCH_ONLY=fibr|mt|ct|hyper_on_fibr|raw` runs one client alone.
     let only = std::env::var("BENCH_ONLY").ok();
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); CLIENTS.len()];
     for run in 0..runs {
@@ -370,6 +379,47 @@ fn measure(which: Which, uri: &Uri, phase: Duration) -> Result<Sample, String> {
                 .collect();
             let s = measure_fibr(&engine, tasks, &load, phase);
             drop(client);
+            engine.shutdown(Duration::from_secs(1));
+            s
+        }
+        Which::HyperOnFibr => {
+            let engine = client_engine()?;
+            let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+            let tasks: Vec<_> = (0..IN_FLIGHT)
+                .map(|_| {
+                    let (load, authority) = (load.clone(), authority.clone());
+                    engine.spawn(async move {
+                        let Ok(s) = fibr::net::TcpStream::connect(authority.as_str()).await else {
+                            load.count(false);
+                            return;
+                        };
+                        let Ok((mut tx, conn)) =
+                            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(s).await
+                        else {
+                            load.count(false);
+                            return;
+                        };
+                        let driver = fibr::spawn(conn);
+                        while !load.stop.load(Ordering::Relaxed) {
+                            let req = Request::get("/")
+                                .header(http::header::HOST, authority.as_str())
+                                .body(Empty::<Bytes>::new())
+                                .unwrap();
+                            let ok = match tx.send_request(req).await {
+                                Ok(res) => res.into_body().collect().await.is_ok(),
+                                Err(_) => false,
+                            };
+                            load.count(ok);
+                            if !ok {
+                                break;
+                            }
+                        }
+                        drop(tx);
+                        let _ = driver.await;
+                    })
+                })
+                .collect();
+            let s = measure_fibr(&engine, tasks, &load, phase);
             engine.shutdown(Duration::from_secs(1));
             s
         }

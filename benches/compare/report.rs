@@ -681,6 +681,7 @@ impl Report {
                     let (label, color) = match c.key.as_str() {
                         "fibr" => ("fibr::client", "#e8590c"),
                         "raw" => ("hand-written, fibr::net", "#ffa94d"),
+                        "hyper_on_fibr" => ("hyper conn on fibr::net", "#ffd8a8"),
                         CLIENT_BASE => ("hyper-util (tokio mt)", "#1c7ed6"),
                         CLIENT_CT => ("hyper-util (tokio ct)", "#74c0fc"),
                         _ => ("?", "#868e96"),
