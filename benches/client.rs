@@ -316,6 +316,80 @@ fn measure_fibr(
     s
 }
 
+/// Runs `session` on each of `IN_FLIGHT` connections of its own (no pool) on a fresh fibr
+/// engine, for one measured phase.
+fn per_connection<F, Fut>(load: &Load, phase: Duration, session: F) -> Result<Sample, String>
+where
+    F: Fn(fibr::net::TcpStream, Load, String) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let engine = client_engine()?;
+    let authority = load
+        .uri
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let tasks: Vec<_> = (0..IN_FLIGHT)
+        .map(|_| {
+            let (load, authority) = (load.clone(), authority.clone());
+            let connecting = async move {
+                fibr::net::TcpStream::connect(authority.as_str())
+                    .await
+                    .map(|s| (s, load.clone(), authority))
+                    .map_err(|_| load)
+            };
+            // Connect first, then hand the stream over.
+            let ready = engine.block_on(connecting);
+            match ready {
+                Ok((s, load, authority)) => engine.spawn(session(s, load, authority)),
+                Err(load) => engine.spawn(async move { load.count(false) }),
+            }
+        })
+        .collect();
+    let s = measure_fibr(&engine, tasks, load, phase);
+    engine.shutdown(Duration::from_secs(1));
+    Ok(s)
+}
+
+/// Keep-alive GETs through hyper's client connection, its dispatcher spawned on fibr.
+async fn hyper_session(s: fibr::net::TcpStream, load: Load, authority: String) {
+    let Ok((mut tx, conn)) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(s).await
+    else {
+        load.count(false);
+        return;
+    };
+    let driver = fibr::spawn(conn);
+    while !load.stop.load(Ordering::Relaxed) {
+        let req = Request::get("/")
+            .header(http::header::HOST, authority.as_str())
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let ok = match tx.send_request(req).await {
+            Ok(res) => res.into_body().collect().await.is_ok(),
+            Err(_) => false,
+        };
+        load.count(ok);
+        if !ok {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = driver.await;
+}
+
+/// Keep-alive GETs written and parsed by hand.
+async fn raw_session(s: fibr::net::TcpStream, load: Load, authority: String) {
+    let request = format!("GET / HTTP/1.1\r\nhost: {authority}\r\n\r\n");
+    let mut buf = vec![0u8; 16 * 1024];
+    while !load.stop.load(Ordering::Relaxed) {
+        let ok = raw_exchange(&s, request.as_bytes(), &mut buf).await;
+        load.count(ok);
+        if !ok {
+            return;
+        }
+    }
+}
+
 /// One request and its whole response (Content-Length framed) on a kept-alive connection.
 async fn raw_exchange(s: &fibr::net::TcpStream, request: &[u8], buf: &mut [u8]) -> bool {
     if s.write_all(request).await.is_err() {
@@ -382,74 +456,8 @@ fn measure(which: Which, uri: &Uri, phase: Duration) -> Result<Sample, String> {
             engine.shutdown(Duration::from_secs(1));
             s
         }
-        Which::HyperOnFibr => {
-            let engine = client_engine()?;
-            let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-            let tasks: Vec<_> = (0..IN_FLIGHT)
-                .map(|_| {
-                    let (load, authority) = (load.clone(), authority.clone());
-                    engine.spawn(async move {
-                        let Ok(s) = fibr::net::TcpStream::connect(authority.as_str()).await else {
-                            load.count(false);
-                            return;
-                        };
-                        let Ok((mut tx, conn)) =
-                            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(s).await
-                        else {
-                            load.count(false);
-                            return;
-                        };
-                        let driver = fibr::spawn(conn);
-                        while !load.stop.load(Ordering::Relaxed) {
-                            let req = Request::get("/")
-                                .header(http::header::HOST, authority.as_str())
-                                .body(Empty::<Bytes>::new())
-                                .unwrap();
-                            let ok = match tx.send_request(req).await {
-                                Ok(res) => res.into_body().collect().await.is_ok(),
-                                Err(_) => false,
-                            };
-                            load.count(ok);
-                            if !ok {
-                                break;
-                            }
-                        }
-                        drop(tx);
-                        let _ = driver.await;
-                    })
-                })
-                .collect();
-            let s = measure_fibr(&engine, tasks, &load, phase);
-            engine.shutdown(Duration::from_secs(1));
-            s
-        }
-        Which::FibrRaw => {
-            let engine = client_engine()?;
-            let authority = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-            let tasks: Vec<_> = (0..IN_FLIGHT)
-                .map(|_| {
-                    let (load, authority) = (load.clone(), authority.clone());
-                    engine.spawn(async move {
-                        let request = format!("GET / HTTP/1.1\r\nhost: {authority}\r\n\r\n");
-                        let Ok(s) = fibr::net::TcpStream::connect(authority.as_str()).await else {
-                            load.count(false);
-                            return;
-                        };
-                        let mut buf = vec![0u8; 16 * 1024];
-                        while !load.stop.load(Ordering::Relaxed) {
-                            let ok = raw_exchange(&s, request.as_bytes(), &mut buf).await;
-                            load.count(ok);
-                            if !ok {
-                                return;
-                            }
-                        }
-                    })
-                })
-                .collect();
-            let s = measure_fibr(&engine, tasks, &load, phase);
-            engine.shutdown(Duration::from_secs(1));
-            s
-        }
+        Which::HyperOnFibr => per_connection(&load, phase, hyper_session)?,
+        Which::FibrRaw => per_connection(&load, phase, raw_session)?,
         Which::HyperUtilMt | Which::HyperUtilCt => {
             let rt = if which == Which::HyperUtilMt {
                 tokio::runtime::Builder::new_multi_thread()

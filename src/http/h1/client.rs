@@ -3,14 +3,13 @@
 //! pieces: `ChunkedDecoder` for chunked responses, `encode_chunk*` for chunked requests.
 
 use std::fmt;
-use std::mem::MaybeUninit;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use super::encode::{put_dec, put_header};
-use super::parse::{list_elements, parse_content_length, TransferEncodingState};
+use super::parse::{list_elements, parse_content_length, HeaderSlots, TransferEncodingState};
 
 /// Bounds on one response head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,9 +87,6 @@ pub(crate) struct ResponseHead {
     pub keep_alive: bool,
 }
 
-/// Header slots on the stack; more (per `ResponseLimits::max_headers`) go on the heap.
-const STACK_HEADERS: usize = 32;
-
 /// Parses one response head at the start of `buf`, for a request with `method`.
 ///
 /// `Ok(None)`: incomplete, read more and call again with the whole buffer.
@@ -102,20 +98,11 @@ pub(crate) fn parse_response_head(
     limits: &ResponseLimits,
 ) -> Result<Option<(ResponseHead, usize)>, ResponseError> {
     let window = &buf[..buf.len().min(limits.max_head_bytes)];
-    let nslots = limits.max_headers.min(limits.max_head_bytes / 3 + 1);
-    let mut stack: [MaybeUninit<httparse::Header<'_>>; STACK_HEADERS] =
-        [const { MaybeUninit::uninit() }; STACK_HEADERS];
-    let mut heap: Vec<MaybeUninit<httparse::Header<'_>>> = Vec::new();
-    let slots: &mut [MaybeUninit<httparse::Header<'_>>] = if nslots <= STACK_HEADERS {
-        &mut stack[..nslots]
-    } else {
-        heap.resize_with(nslots, MaybeUninit::uninit);
-        &mut heap[..]
-    };
+    let mut slots = HeaderSlots::new(limits.max_headers, limits.max_head_bytes);
     let mut res = httparse::Response::new(&mut []);
     let parsed = httparse::ParserConfig::default()
         .allow_obsolete_multiline_headers_in_responses(limits.allow_obsolete_folding)
-        .parse_response_with_uninit_headers(&mut res, window, slots);
+        .parse_response_with_uninit_headers(&mut res, window, slots.get());
     match parsed {
         Ok(httparse::Status::Complete(n)) => Ok(Some((build_head(&res, &window[..n], method)?, n))),
         Ok(httparse::Status::Partial) if buf.len() > limits.max_head_bytes => {

@@ -212,9 +212,6 @@ pub(crate) const MAX_LEADING_EMPTY_LINES: usize = 8;
 /// `http::Uri` refuses targets longer than this.
 const URI_HARD_MAX: usize = u16::MAX as usize - 1;
 
-/// Header slots on the stack; more than this (per `Limits::max_headers`) go on the heap.
-const STACK_HEADERS: usize = 64;
-
 /// Parses one request head at the start of `buf`.
 ///
 /// `Ok(None)`: the head is incomplete, read more and call again with the whole buffer
@@ -235,21 +232,9 @@ pub(crate) fn parse_request_head(
     // Never look past max_head_bytes: a complete head must fit in it.
     let window = &buf[skip..buf.len().min(limits.max_head_bytes)];
 
-    // A header line takes at least 3 bytes ("a:\n"), so no more than this many fit in
-    // the window: a larger max_headers needs no more slots.
-    let nslots = limits.max_headers.min(limits.max_head_bytes / 3 + 1);
-    let mut stack: [MaybeUninit<httparse::Header<'_>>; STACK_HEADERS] =
-        [const { MaybeUninit::uninit() }; STACK_HEADERS];
-    let mut heap: Vec<MaybeUninit<httparse::Header<'_>>> = Vec::new();
-    let slots: &mut [MaybeUninit<httparse::Header<'_>>] = if nslots <= STACK_HEADERS {
-        &mut stack[..nslots]
-    } else {
-        heap.resize_with(nslots, MaybeUninit::uninit);
-        &mut heap[..]
-    };
-
+    let mut slots = HeaderSlots::new(limits.max_headers, limits.max_head_bytes);
     let mut req = httparse::Request::new(&mut []);
-    match req.parse_with_uninit_headers(window, slots) {
+    match req.parse_with_uninit_headers(window, slots.get()) {
         Ok(httparse::Status::Complete(n)) => {
             let head = build_head(&req, &window[..n], limits)?;
             Ok(Some((head, skip + n)))
@@ -266,6 +251,42 @@ pub(crate) fn parse_request_head(
             }
             Some(err) => Err(err),
         },
+    }
+}
+
+/// Header slots on the stack; more (per the head's `max_headers`) go on the heap.
+const STACK_HEADERS: usize = 64;
+
+/// Room for the header lines httparse finds, on the stack unless there are many.
+pub(crate) struct HeaderSlots<'b> {
+    stack: [MaybeUninit<httparse::Header<'b>>; STACK_HEADERS],
+    heap: Vec<MaybeUninit<httparse::Header<'b>>>,
+    len: usize,
+}
+
+impl<'b> HeaderSlots<'b> {
+    /// Slots for `max_headers` lines in a head of at most `max_head_bytes`. A header line
+    /// takes at least 3 bytes ("a:\n"), so no more than that many can fit: a larger
+    /// `max_headers` needs no more slots.
+    pub(crate) fn new(max_headers: usize, max_head_bytes: usize) -> HeaderSlots<'b> {
+        let len = max_headers.min(max_head_bytes / 3 + 1);
+        let mut heap = Vec::new();
+        if len > STACK_HEADERS {
+            heap.resize_with(len, MaybeUninit::uninit);
+        }
+        HeaderSlots {
+            stack: [const { MaybeUninit::uninit() }; STACK_HEADERS],
+            heap,
+            len,
+        }
+    }
+
+    pub(crate) fn get(&mut self) -> &mut [MaybeUninit<httparse::Header<'b>>] {
+        if self.len <= STACK_HEADERS {
+            &mut self.stack[..self.len]
+        } else {
+            &mut self.heap[..]
+        }
     }
 }
 
