@@ -11,9 +11,8 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use std::any::Any;
 use std::fmt;
-use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 /// Any request body, with the common fixed ones kept unboxed.
 pub(crate) enum ReqBody {
@@ -99,36 +98,53 @@ impl Body for ReqBody {
 
 /// The connection under a streaming response body, whatever its stream type.
 pub(crate) trait Wire: Send {
-    /// Bytes read and not yet consumed.
-    fn buffered(&mut self) -> &mut BytesMut;
-    /// Reads more into the buffer; `Ok(0)` is the end of the stream.
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>>;
-    /// The body was read to its end: back to the pool if the connection is reusable.
-    fn finish(self: Box<Self>);
+    /// Reads more into `buf`; `Ok(0)` is the end of the stream. A failure of the request
+    /// body, still being sent, is reported here too.
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut BytesMut)
+        -> Poll<Result<usize, Error>>;
+    /// The response was read to its end; `rbuf` holds what was read past it (nothing, on a
+    /// connection fit for reuse). Back to the pool if the connection is reusable.
+    fn finish(self: Box<Self>, rbuf: BytesMut);
 }
 
 /// Makes a `Send` value `Sync` by never handing out a shared reference to it (only
 /// `&mut`), so `&Exclusive<T>` gives no access at all.
 struct Exclusive<T>(T);
 
-// SAFETY: no method gives access to the value through `&self`, so sharing `&Exclusive<T>`
-// between threads shares nothing; `&mut` access is exclusive, which `Send` covers.
+// SAFETY: no method gives access to the value through `&self` (`get_mut` and
+// `into_inner` take `&mut self` and `self`, and nothing else touches the field), so
+// sharing `&Exclusive<T>` between threads shares nothing; `&mut` access is exclusive,
+// which `Send` covers.
 unsafe impl<T: Send> Sync for Exclusive<T> {}
+
+impl<T> Exclusive<T> {
+    fn get_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+
+    fn into_inner(self) -> T {
+        self.0
+    }
+}
 
 /// How the rest of a streaming body is delimited.
 enum Decoder {
-    /// This many bytes are left.
+    /// This many bytes are left (never 0: that is `Done`).
     Length(u64),
     Chunked(ChunkedDecoder),
     /// Until the server closes.
     UntilClose,
+    /// The body has ended.
+    Done,
 }
 
 /// Longest trailer section accepted in a chunked response.
 const MAX_TRAILER_BYTES: usize = 16 * 1024;
 
 struct Streaming {
-    wire: Box<dyn Wire>,
+    wire: Exclusive<Box<dyn Wire>>,
+    /// Read and not yet consumed.
+    rbuf: BytesMut,
     decoder: Decoder,
 }
 
@@ -138,13 +154,13 @@ enum State {
     /// The whole body, read along with the head.
     Full(Bytes),
     /// The body streams in over its connection.
-    Streaming(Exclusive<Streaming>),
+    Streaming(Streaming),
 }
 
 /// A response body. It streams: frames arrive as the server sends them, read by whoever
-/// polls the body (no background task). The connection returns to the pool when the body
-/// has been read to its end (a small body already read with the head returns it at once);
-/// dropping the body early closes the connection.
+/// polls the body. The connection returns to the pool when the body has been read to its
+/// end (a small body already read with the head returns it at once); dropping the body
+/// early closes the connection.
 pub struct ResponseBody {
     state: State,
     limit: Option<u64>,
@@ -153,11 +169,7 @@ pub struct ResponseBody {
 
 impl ResponseBody {
     pub(crate) fn empty() -> ResponseBody {
-        ResponseBody {
-            state: State::Done,
-            limit: None,
-            seen: 0,
-        }
+        ResponseBody::full(Bytes::new())
     }
 
     pub(crate) fn full(b: Bytes) -> ResponseBody {
@@ -172,8 +184,11 @@ impl ResponseBody {
         }
     }
 
+    /// A body read from `wire` (`rbuf`: what was read past the head), delimited by
+    /// `framing`.
     pub(crate) fn streaming(
         wire: Box<dyn Wire>,
+        rbuf: BytesMut,
         framing: ResponseBodyFraming,
         limit: Option<u64>,
     ) -> ResponseBody {
@@ -183,13 +198,14 @@ impl ResponseBody {
                 Decoder::Chunked(ChunkedDecoder::new(MAX_TRAILER_BYTES))
             }
             ResponseBodyFraming::UntilClose => Decoder::UntilClose,
-            ResponseBodyFraming::Empty => {
-                wire.finish();
-                return ResponseBody::empty();
-            }
+            ResponseBodyFraming::Empty => Decoder::Done,
         };
         ResponseBody {
-            state: State::Streaming(Exclusive(Streaming { wire, decoder })),
+            state: State::Streaming(Streaming {
+                wire: Exclusive(wire),
+                rbuf,
+                decoder,
+            }),
             limit,
             seen: 0,
         }
@@ -208,12 +224,15 @@ impl Streaming {
     /// The next frame; `Ok(None)` at the end of the body.
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Frame<Bytes>>, Error>> {
         loop {
-            let buf = self.wire.buffered();
+            let buf = &mut self.rbuf;
             if !buf.is_empty() {
                 match &mut self.decoder {
                     Decoder::Length(left) => {
                         let n = (*left).min(buf.len() as u64) as usize;
                         *left -= n as u64;
+                        if *left == 0 {
+                            self.decoder = Decoder::Done;
+                        }
                         return Poll::Ready(Ok(Some(Frame::data(take_bytes(buf, n)))));
                     }
                     Decoder::UntilClose => {
@@ -232,39 +251,37 @@ impl Streaming {
                             }
                             Decoded::Done(trailers) => {
                                 buf.advance(used);
-                                self.decoder = Decoder::Length(0);
+                                self.decoder = Decoder::Done;
                                 return Poll::Ready(Ok(trailers.map(Frame::trailers)));
                             }
                             Decoded::NeedMore => buf.advance(used),
                         }
                     }
+                    Decoder::Done => {}
                 }
             }
-            if matches!(self.decoder, Decoder::Length(0)) {
+            if self.is_end() {
                 return Poll::Ready(Ok(None));
             }
-            match self.wire.poll_fill(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(0)) if matches!(self.decoder, Decoder::UntilClose) => {
-                    return Poll::Ready(Ok(None))
+            match ready!(self.wire.get_mut().poll_read(cx, &mut self.rbuf))? {
+                0 if matches!(self.decoder, Decoder::UntilClose) => {
+                    self.decoder = Decoder::Done;
+                    return Poll::Ready(Ok(None));
                 }
-                Poll::Ready(Ok(0)) => {
+                0 => {
                     return Poll::Ready(Err(Error::new(
                         ErrorKind::IncompleteBody,
                         "the server closed the connection within the body",
                     )))
                 }
-                Poll::Ready(Ok(_)) => {}
-                Poll::Ready(Err(e)) => {
-                    return Poll::Ready(Err(Error::new(ErrorKind::IncompleteBody, e)))
-                }
+                _ => {}
             }
         }
     }
 
     /// Whether nothing is left to read.
     fn is_end(&self) -> bool {
-        matches!(self.decoder, Decoder::Length(0))
+        matches!(self.decoder, Decoder::Done)
     }
 }
 
@@ -285,7 +302,7 @@ impl Body for ResponseBody {
                 };
                 Frame::data(b)
             }
-            State::Streaming(s) => match s.0.poll_next(cx) {
+            State::Streaming(s) => match s.poll_next(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(e)) => {
                     this.state = State::Done;
@@ -293,10 +310,10 @@ impl Body for ResponseBody {
                 }
                 Poll::Ready(Ok(frame)) => {
                     // Done: hand the connection back before the caller sees the end.
-                    if frame.is_none() || s.0.is_end() {
+                    if s.is_end() {
                         if let State::Streaming(s) = std::mem::replace(&mut this.state, State::Done)
                         {
-                            s.0.wire.finish();
+                            s.wire.into_inner().finish(s.rbuf);
                         }
                     }
                     match frame {
@@ -320,7 +337,7 @@ impl Body for ResponseBody {
         match &self.state {
             State::Done => true,
             State::Full(_) => false,
-            State::Streaming(s) => s.0.is_end(),
+            State::Streaming(s) => s.is_end(),
         }
     }
 
@@ -328,7 +345,7 @@ impl Body for ResponseBody {
         match &self.state {
             State::Done => SizeHint::with_exact(0),
             State::Full(b) => SizeHint::with_exact(b.len() as u64),
-            State::Streaming(s) => match s.0.decoder {
+            State::Streaming(s) => match s.decoder {
                 Decoder::Length(n) => SizeHint::with_exact(n),
                 _ => SizeHint::default(),
             },

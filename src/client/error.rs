@@ -114,24 +114,19 @@ impl Error {
         };
         Error::new(kind, e)
     }
-}
 
-/// True if `e` (or a cause of it) is an I/O error meaning the peer went away.
-pub(crate) fn is_disconnect(e: &(dyn StdError + 'static)) -> bool {
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<io::Error>() {
-            return matches!(
-                io.kind(),
-                io::ErrorKind::UnexpectedEof
-                    | io::ErrorKind::ConnectionReset
-                    | io::ErrorKind::ConnectionAborted
-                    | io::ErrorKind::BrokenPipe
-            );
-        }
-        cur = err.source();
+    /// An I/O error while sending a request or reading its response head: the peer went
+    /// away (closed before the response), or something else.
+    pub(crate) fn from_exchange_io(e: io::Error) -> Error {
+        let kind = match e.kind() {
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => ErrorKind::ClosedBeforeResponse,
+            _ => ErrorKind::Other,
+        };
+        Error::new(kind, e)
     }
-    false
 }
 
 impl fmt::Debug for Error {

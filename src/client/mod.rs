@@ -28,8 +28,13 @@
 //!   see [`unix_uri`]), [`UnixConnector`], or your own (TLS, proxies). A connection that
 //!   reports ALPN `h2` ([`Connected::negotiated_h2`]) is refused for now (HTTP/1 only).
 //! - A request that never reached the server (the pooled connection turned out closed
-//!   before it was written), and an idempotent request without a body whose reused
-//!   connection closed before answering, are retried once on a fresh connection.
+//!   before it was written), and an idempotent request (GET, PUT, ...) whose reused
+//!   connection closed before answering, are retried once on a fresh connection, if
+//!   their body is still at hand: none, or a full one (`String`, `Full`, ...); a streamed
+//!   body is consumed as it is sent.
+//! - A streamed request body is sent while the response is awaited and read; if the
+//!   response head comes first, a task finishes sending it, so its producer never waits
+//!   on the caller. A response that closes the connection stops the upload.
 //! - It is a `tower::Service<http::Request<B>>`, so tower layers stack on it.
 //! - It works from fibr handlers, from `fibr::run`, and from any other executor (tokio
 //!   included): its I/O and timers run on fibr's loops wherever it is polled.
@@ -37,8 +42,10 @@
 mod body;
 mod conn;
 mod connect;
+mod duplex;
 mod error;
 mod pool;
+mod upload;
 
 pub use body::ResponseBody;
 pub use connect::{
@@ -48,7 +55,7 @@ pub use error::{BoxError, Error, ErrorKind};
 
 use body::ReqBody;
 use conn::{Conn, Failure, H1Options};
-use http::header::{HeaderValue, HOST};
+use http::header::{HeaderValue, CONTENT_LENGTH, HOST};
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, Uri, Version};
 use http_body::Body;
@@ -142,9 +149,9 @@ impl Builder {
         self
     }
 
-    /// Whether requests that never reached the server (and idempotent, bodiless ones whose
-    /// reused connection closed before answering) are retried once on a fresh connection
-    /// (default true).
+    /// Whether requests that never reached the server (and idempotent ones whose reused
+    /// connection closed before answering) are retried once on a fresh connection, when
+    /// their body is not a consumed stream (default true).
     pub fn retry_canceled_requests(&mut self, on: bool) -> &mut Self {
         self.retry = on;
         self
@@ -367,6 +374,12 @@ fn prepare(req: Request<ReqBody>) -> Result<(Key, Request<ReqBody>), Error> {
     parts.uri = Uri::from_parts(uri).map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
     if parts.version != Version::HTTP_10 {
         parts.version = Version::HTTP_11;
+    } else if body.size_hint().exact().is_none() && !parts.headers.contains_key(CONTENT_LENGTH) {
+        return Err(Error::new(
+            ErrorKind::RequestBody,
+            "an HTTP/1.0 request cannot carry a body of unknown length (no chunked coding \
+             in HTTP/1.0): set a Content-Length or use HTTP/1.1",
+        ));
     }
     Ok((Key { scheme, authority }, Request::from_parts(parts, body)))
 }

@@ -168,7 +168,7 @@ impl<Io: Connection> Pool<Io> {
         left
     }
 
-    /// Idle connections now kept for `key` (for tests and diagnostics).
+    /// Idle connections now kept, all hosts (for tests and diagnostics).
     pub fn idle_count(&self) -> usize {
         self.idle.lock().unwrap().values().map(Vec::len).sum()
     }

@@ -46,6 +46,8 @@ pub(crate) enum ResponseError {
     HeadTooLarge,
     /// A Content-Length that is not a number, or several that differ.
     InvalidContentLength,
+    /// `chunked` applied more than once.
+    InvalidTransferEncoding,
 }
 
 impl fmt::Display for ResponseError {
@@ -56,6 +58,7 @@ impl fmt::Display for ResponseError {
             ResponseError::TooManyHeaders => "too many header fields",
             ResponseError::HeadTooLarge => "response head too large",
             ResponseError::InvalidContentLength => "invalid or conflicting Content-Length",
+            ResponseError::InvalidTransferEncoding => "chunked applied more than once",
         })
     }
 }
@@ -189,6 +192,9 @@ fn build_head(
     let framing = if bodiless {
         ResponseBodyFraming::Empty
     } else if te.present {
+        if te.chunked_more_than_once() {
+            return Err(ResponseError::InvalidTransferEncoding);
+        }
         if te.chunked_last() {
             ResponseBodyFraming::Chunked
         } else {
@@ -201,9 +207,10 @@ fn build_head(
             None => ResponseBodyFraming::UntilClose,
         }
     };
+    // Both framings at once is how responses get smuggled, and Transfer-Encoding has no
+    // place in HTTP/1.0: read this one, then close (RFC 9112 §6.1, §6.3).
     let reusable_framing = framing != ResponseBodyFraming::UntilClose
-        // Both framings at once is how responses get smuggled: read this one, then close.
-        && !(te.present && content_length.is_some() && !bodiless);
+        && !(te.present && (content_length.is_some() || version == Version::HTTP_10) && !bodiless);
     let keep_alive = reusable_framing
         && !close
         && (version == Version::HTTP_11 || keep_alive)
@@ -230,8 +237,9 @@ pub(crate) enum RequestBodyFraming {
 
 impl RequestBodyFraming {
     /// The framing for a body whose exact size is `exact` (if known) on a request with
-    /// `method` and `headers`. A Content-Length the caller set is kept (the body must
-    /// then match it); an unknown size is chunked.
+    /// `method` and `headers`. A known size is announced as it is (replacing any
+    /// Content-Length the caller set); for an unknown size, the caller's Content-Length
+    /// is used (the body must then match it), else the body is chunked.
     pub(crate) fn choose(method: &Method, headers: &HeaderMap, exact: Option<u64>) -> Self {
         let declared = headers
             .get(header::CONTENT_LENGTH)

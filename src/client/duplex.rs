@@ -1,0 +1,130 @@
+//! A response that arrived before its request was all sent (a server streaming its answer
+//! while it reads, or answering early and still reading): the request body must keep
+//! going whether or not anyone polls the response, since its producer may be waiting for
+//! room. So a task finishes the upload while the response body reads, the two sharing the
+//! connection behind a lock; whichever ends last hands the connection back (or closes
+//! it). Rare, so the usual exchange stays lock- and task-free.
+
+use super::body::Wire;
+use super::conn::{read_into, Conn};
+use super::error::{Error, ErrorKind};
+use super::Connection;
+use bytes::BytesMut;
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+struct Shared<Io> {
+    /// Taken by whichever side ends last.
+    conn: Option<Box<Conn<Io>>>,
+    /// The response body was read to its end; its leftover bytes, for the pool.
+    response_done: Option<BytesMut>,
+    /// The response body was dropped unread: stop sending.
+    abandoned: bool,
+    upload_done: bool,
+    /// The response body's reader, woken when the upload fails.
+    reader: Option<Waker>,
+    /// The upload task, woken when the response is abandoned.
+    uploader: Option<Waker>,
+}
+
+/// The response side of a connection whose upload a task finishes.
+struct SharedWire<Io> {
+    shared: Arc<Mutex<Shared<Io>>>,
+    finished: bool,
+}
+
+fn lock<Io>(m: &Mutex<Shared<Io>>) -> MutexGuard<'_, Shared<Io>> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Spawns the task that finishes `conn`'s upload; answers the response side.
+pub(super) fn finish_upload_in_background<Io: Connection>(conn: Box<Conn<Io>>) -> Box<dyn Wire> {
+    let shared = Arc::new(Mutex::new(Shared {
+        conn: Some(conn),
+        response_done: None,
+        abandoned: false,
+        upload_done: false,
+        reader: None,
+        uploader: None,
+    }));
+    let task = shared.clone();
+    drop(crate::spawn(async move {
+        poll_fn(|cx| {
+            let mut s = lock(&task);
+            if s.abandoned {
+                return Poll::Ready(());
+            }
+            let conn = s.conn.as_mut().expect("kept until both sides end");
+            if conn.poll_upload(cx).is_pending() {
+                s.uploader = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            s.upload_done = true;
+            if let Some(w) = s.reader.take() {
+                w.wake();
+            }
+            if let Some(rbuf) = s.response_done.take() {
+                let conn = s.conn.take().expect("kept until both sides end");
+                drop(s);
+                conn.release(rbuf);
+            }
+            Poll::Ready(())
+        })
+        .await
+    }));
+    Box::new(SharedWire {
+        shared,
+        finished: false,
+    })
+}
+
+impl<Io: Connection> Wire for SharedWire<Io> {
+    fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<Result<usize, Error>> {
+        let mut s = lock(&self.shared);
+        let conn = s.conn.as_mut().expect("kept until both sides end");
+        // A request body that failed is the exchange's failure.
+        if conn
+            .upload_failed
+            .as_ref()
+            .is_some_and(|f| f.error.kind() == ErrorKind::RequestBody)
+        {
+            let f = conn.upload_failed.take().expect("checked above");
+            return Poll::Ready(Err(f.error));
+        }
+        let r = read_into(&mut conn.io, cx, buf);
+        if r.is_pending() {
+            s.reader = Some(cx.waker().clone());
+        }
+        r.map_err(|e| Error::new(ErrorKind::IncompleteBody, e))
+    }
+
+    fn finish(mut self: Box<Self>, rbuf: BytesMut) {
+        self.finished = true;
+        let mut s = lock(&self.shared);
+        if s.upload_done {
+            let conn = s.conn.take().expect("kept until both sides end");
+            drop(s);
+            conn.release(rbuf);
+        } else {
+            s.response_done = Some(rbuf);
+        }
+    }
+}
+
+impl<Io> Drop for SharedWire<Io> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let mut s = lock(&self.shared);
+        s.abandoned = true;
+        if let Some(w) = s.uploader.take() {
+            w.wake();
+        }
+    }
+}

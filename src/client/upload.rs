@@ -1,0 +1,220 @@
+//! A request on its way out: the encoded head, then the body frame by frame (chunked or
+//! Content-Length framed), written to the stream and flushed.
+
+use super::body::ReqBody;
+use super::error::{Error, ErrorKind};
+use super::Connection;
+use crate::http::h1::client::RequestBodyFraming;
+use crate::http::h1::encode::{encode_chunk_header, encode_last_chunk};
+use bytes::Bytes;
+use http_body::Body;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+/// A request body at most this large is copied behind its head: one write for both.
+const INLINE_BODY: usize = 16 * 1024;
+
+/// Why an upload stopped early.
+pub(crate) struct UploadFailure {
+    pub error: Error,
+    /// Whether any byte of the request reached the socket.
+    pub any_written: bool,
+}
+
+/// Writes the concatenation of `parts` from byte `*written` on, gathered into one write
+/// where the stream allows; `written` counts what went out.
+pub(crate) fn poll_write_parts<Io: Connection>(
+    io: &mut Io,
+    cx: &mut Context<'_>,
+    parts: &[&[u8]; 3],
+    written: &mut usize,
+) -> Poll<io::Result<()>> {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    while *written < total {
+        let mut skip = *written;
+        let mut slices = [IoSlice::new(&[]); 3];
+        let mut k = 0;
+        for p in parts {
+            if skip >= p.len() {
+                skip -= p.len();
+                continue;
+            }
+            slices[k] = IoSlice::new(&p[skip..]);
+            skip = 0;
+            k += 1;
+        }
+        match hyper::rt::Write::poll_write_vectored(Pin::new(&mut *io), cx, &slices[..k]) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(n)) => *written += n,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+    }
+    Poll::Ready(Ok(()))
+}
+
+/// A request on its way out: the head, then the body frame by frame.
+pub(crate) struct Upload {
+    /// A streamed body (taken from the request); `Empty` once there is nothing to take.
+    body: ReqBody,
+    framing: RequestBodyFraming,
+    /// The frame being written: its head part (the request head, a chunk-size line), its
+    /// data, its tail (a chunk's CRLF, the last chunk), and how much of them went out.
+    prefix: Vec<u8>,
+    data: Bytes,
+    suffix: Vec<u8>,
+    written: usize,
+    /// Whether any byte reached the socket.
+    any_written: bool,
+    /// Body bytes taken so far (checked against a Content-Length).
+    taken: u64,
+    /// The body has ended and its end is encoded.
+    finished: bool,
+}
+
+impl Upload {
+    /// `head` is the encoded request head; a full body is cloned (a small one copied
+    /// behind the head: one write for both), a streamed one taken from `body`.
+    pub(crate) fn new(
+        mut head: Vec<u8>,
+        body: &mut ReqBody,
+        framing: RequestBodyFraming,
+    ) -> Upload {
+        let mut up = Upload {
+            body: ReqBody::Empty,
+            framing,
+            prefix: Vec::new(),
+            data: Bytes::new(),
+            suffix: Vec::new(),
+            written: 0,
+            any_written: false,
+            taken: 0,
+            finished: true,
+        };
+        match body {
+            ReqBody::Empty | ReqBody::Full(None) => {}
+            ReqBody::Full(Some(b)) if b.len() <= INLINE_BODY => head.extend_from_slice(b),
+            ReqBody::Full(Some(b)) => up.data = b.clone(),
+            ReqBody::Boxed(_) => {
+                up.body = std::mem::replace(body, ReqBody::Empty);
+                up.finished = false;
+            }
+        }
+        up.prefix = head;
+        up
+    }
+
+    /// Whether any byte of the request reached the socket.
+    pub(crate) fn any_written(&self) -> bool {
+        self.any_written
+    }
+
+    /// The write buffer back, for the next request.
+    pub(crate) fn into_buffer(self) -> Vec<u8> {
+        self.prefix
+    }
+
+    /// Sends until the request is all out, or the body or the socket makes us wait.
+    pub(crate) fn poll_send<Io: Connection>(
+        &mut self,
+        cx: &mut Context<'_>,
+        io: &mut Io,
+    ) -> Poll<Result<(), Error>> {
+        loop {
+            let parts = [&self.prefix[..], &self.data[..], &self.suffix[..]];
+            let before = self.written;
+            let r = poll_write_parts(io, cx, &parts, &mut self.written);
+            self.any_written |= self.written > before;
+            // A buffering stream (TLS, say) sends only when flushed; fibr's own flush at once.
+            let r = match r {
+                Poll::Ready(Ok(())) => Pin::new(&mut *io).poll_flush(cx),
+                r => r,
+            };
+            if let Err(e) = ready!(r) {
+                return Poll::Ready(Err(Error::from_exchange_io(e)));
+            }
+            if self.finished {
+                return Poll::Ready(Ok(()));
+            }
+            self.prefix.clear();
+            self.suffix.clear();
+            self.data = Bytes::new();
+            self.written = 0;
+            match self.poll_next(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Polls the body for its next frame and encodes it.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let frame = match Pin::new(&mut self.body).poll_frame(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(None) => None,
+            Poll::Ready(Some(Ok(f))) => Some(f),
+            Poll::Ready(Some(Err(e))) => {
+                return Poll::Ready(Err(Error::new(ErrorKind::RequestBody, e)))
+            }
+        };
+        let Some(frame) = frame else {
+            match self.framing {
+                RequestBodyFraming::Chunked => encode_last_chunk(None, &mut self.suffix),
+                RequestBodyFraming::Length(n) if self.taken != n => {
+                    return Poll::Ready(Err(Error::new(
+                        ErrorKind::RequestBody,
+                        format!(
+                            "the body ended after {} of its content-length {n} bytes",
+                            self.taken
+                        ),
+                    )))
+                }
+                _ => {}
+            }
+            self.finished = true;
+            return Poll::Ready(Ok(()));
+        };
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                // Trailers end the body; only chunked framing can carry them.
+                if let Ok(trailers) = frame.into_trailers() {
+                    if self.framing == RequestBodyFraming::Chunked {
+                        encode_last_chunk(Some(&trailers), &mut self.suffix);
+                        self.finished = true;
+                    }
+                }
+                return Poll::Ready(Ok(()));
+            }
+        };
+        if data.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        self.taken += data.len() as u64;
+        match self.framing {
+            RequestBodyFraming::Chunked => {
+                encode_chunk_header(data.len(), &mut self.prefix);
+                self.suffix.extend_from_slice(b"\r\n");
+            }
+            RequestBodyFraming::Length(n) if self.taken > n => {
+                return Poll::Ready(Err(Error::new(
+                    ErrorKind::RequestBody,
+                    format!("the body is longer than its content-length {n}"),
+                )))
+            }
+            // The declared length is reached: the body is complete (whether or not its
+            // stream has said so yet).
+            RequestBodyFraming::Length(n) => self.finished = self.taken == n,
+            RequestBodyFraming::None => {
+                return Poll::Ready(Err(Error::new(
+                    ErrorKind::RequestBody,
+                    "the body reported no data, then sent some",
+                )))
+            }
+        }
+        self.data = data;
+        Poll::Ready(Ok(()))
+    }
+}
