@@ -8,11 +8,49 @@ use crate::http::h1::client::ResponseBodyFraming;
 use bytes::{Buf, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{Empty, Full};
 use std::any::Any;
 use std::fmt;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
+
+pin_project_lite::pin_project! {
+    /// A body with its data as `Bytes` and its errors boxed. Unlike `map_frame` (whose
+    /// size hint is always "unknown"), it keeps the inner body's size hint and end, which
+    /// pick the request's framing.
+    struct IntoBytes<B> {
+        #[pin]
+        inner: B,
+    }
+}
+
+impl<B> Body for IntoBytes<B>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let frame = ready!(self.project().inner.poll_frame(cx));
+        Poll::Ready(frame.map(|r| {
+            r.map(|f| f.map_data(|mut d| d.copy_to_bytes(d.remaining())))
+                .map_err(Into::into)
+        }))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 /// Any request body, with the common fixed ones kept unboxed.
 pub(crate) enum ReqBody {
@@ -49,10 +87,7 @@ impl ReqBody {
             };
         }
         let body = slot.expect("taken only by a matching downcast");
-        ReqBody::Boxed(UnsyncBoxBody::new(
-            body.map_frame(|f| f.map_data(|mut d| d.copy_to_bytes(d.remaining())))
-                .map_err(Into::into),
-        ))
+        ReqBody::Boxed(UnsyncBoxBody::new(IntoBytes { inner: body }))
     }
 
     fn full(b: Bytes) -> ReqBody {

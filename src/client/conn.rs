@@ -22,7 +22,6 @@ use crate::http::h1::parse::list_elements;
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::CONNECTION;
 use http::{Method, Request, Response, StatusCode, Version};
-use http_body::Body;
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -105,17 +104,17 @@ impl<Io: Connection> Conn<Io> {
         Poll::Ready(())
     }
 
-    /// Sends `req` and waits for its response head. A request without a streamed body
+    /// Sends `req` (its body framed as `framing`) and waits for its response head. A
+    /// request without a streamed body
     /// is left as it was (a full body is cloned, not taken), so it can be sent again
     /// after a failure.
     pub async fn exchange(
         mut self: Box<Self>,
         req: &mut Request<ReqBody>,
+        framing: RequestBodyFraming,
         max_body: Option<u64>,
     ) -> Result<Response<ResponseBody>, Failure> {
         let method = req.method().clone();
-        let framing =
-            RequestBodyFraming::choose(&method, req.headers(), req.body().size_hint().exact());
         let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
         let mut out = std::mem::take(&mut self.wbuf);
         out.clear();
@@ -219,7 +218,11 @@ impl<Io: Connection> Conn<Io> {
                 if !f.any_written {
                     return Poll::Ready(Err(Failure::NotSent(f.error)));
                 }
-                if read.is_pending() || f.error.kind() == ErrorKind::RequestBody {
+                // The peer went away (EPIPE, ECONNRESET): the read side ends soon after
+                // (the answer, then the end of the stream or the reset), and its
+                // readiness may lag the write's error, so wait for it rather than fail on
+                // a read that is merely pending.
+                if f.error.kind() != ErrorKind::ClosedBeforeResponse {
                     return Poll::Ready(Err(Failure::Sent(f.error)));
                 }
                 self.upload_failed = Some(f);

@@ -53,9 +53,10 @@ pub use connect::{
 };
 pub use error::{BoxError, Error, ErrorKind};
 
+use crate::http::h1::client::RequestBodyFraming;
 use body::ReqBody;
 use conn::{Conn, Failure, H1Options};
-use http::header::{HeaderValue, CONTENT_LENGTH, HOST};
+use http::header::{HeaderValue, HOST};
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, Uri, Version};
 use http_body::Body;
@@ -276,6 +277,19 @@ impl<C: Connector> Client<C> {
 
     async fn send_inner(&self, req: Request<ReqBody>) -> Result<Response<ResponseBody>, Error> {
         let (key, mut req) = prepare(req)?;
+        let framing = RequestBodyFraming::choose(
+            req.method(),
+            req.version(),
+            req.headers(),
+            req.body().size_hint().exact(),
+        )
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::RequestBody,
+                "an HTTP/1.0 request cannot carry a body of unknown length (HTTP/1.0 has no \
+                 chunked coding): set a Content-Length or use HTTP/1.1",
+            )
+        })?;
         let mut fresh_only = false;
         loop {
             let pooled = if fresh_only {
@@ -295,7 +309,7 @@ impl<C: Connector> Client<C> {
             // connection closed before any answer (the server may have timed it out).
             let whole = matches!(req.body(), ReqBody::Empty | ReqBody::Full(_));
             let replayable = whole && is_idempotent(req.method());
-            let e = match conn.exchange(&mut req, self.inner.max_body).await {
+            let e = match conn.exchange(&mut req, framing, self.inner.max_body).await {
                 Ok(res) => return Ok(res),
                 Err(Failure::NotSent(e)) if whole => e,
                 Err(Failure::Sent(e))
@@ -374,12 +388,6 @@ fn prepare(req: Request<ReqBody>) -> Result<(Key, Request<ReqBody>), Error> {
     parts.uri = Uri::from_parts(uri).map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
     if parts.version != Version::HTTP_10 {
         parts.version = Version::HTTP_11;
-    } else if body.size_hint().exact().is_none() && !parts.headers.contains_key(CONTENT_LENGTH) {
-        return Err(Error::new(
-            ErrorKind::RequestBody,
-            "an HTTP/1.0 request cannot carry a body of unknown length (no chunked coding \
-             in HTTP/1.0): set a Content-Length or use HTTP/1.1",
-        ));
     }
     Ok((Key { scheme, authority }, Request::from_parts(parts, body)))
 }

@@ -279,7 +279,8 @@ pub mod fuzzing {
     }
 
     /// The client's request head for a body of `body_len` bytes (`None`: unknown, so
-    /// chunked unless `headers` declare a Content-Length).
+    /// chunked unless `headers` declare a Content-Length); `None` if the body cannot be
+    /// framed (HTTP/1.0, unknown length, no Content-Length).
     pub fn encode_request_head(
         method: &Method,
         target: &str,
@@ -287,12 +288,12 @@ pub mod fuzzing {
         headers: &HeaderMap,
         body_len: Option<u64>,
         title_case: bool,
-    ) -> Vec<u8> {
-        let framing = h1::client::RequestBodyFraming::choose(method, headers, body_len);
+    ) -> Option<Vec<u8>> {
+        let framing = h1::client::RequestBodyFraming::choose(method, version, headers, body_len)?;
         let mut out = Vec::new();
         h1::client::encode_request_head(
             method, target, version, headers, framing, title_case, &mut out,
         );
-        out
+        Some(out)
     }
 }

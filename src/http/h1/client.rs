@@ -164,16 +164,16 @@ fn build_head(
         }
         .map_err(|_| ResponseError::InvalidHeader)?;
         if name == header::CONTENT_LENGTH {
-            let n =
-                parse_content_length(h.value).map_err(|_| ResponseError::InvalidContentLength)?;
+            let n = parse_content_length(value.as_bytes())
+                .map_err(|_| ResponseError::InvalidContentLength)?;
             if content_length.is_some_and(|prev| prev != n) {
                 return Err(ResponseError::InvalidContentLength);
             }
             content_length = Some(n);
         } else if name == header::TRANSFER_ENCODING {
-            te.add(h.value);
+            te.add(value.as_bytes());
         } else if name == header::CONNECTION {
-            for token in list_elements(h.value) {
+            for token in list_elements(value.as_bytes()) {
                 close |= token.eq_ignore_ascii_case(b"close");
                 keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
@@ -237,19 +237,27 @@ pub(crate) enum RequestBodyFraming {
 
 impl RequestBodyFraming {
     /// The framing for a body whose exact size is `exact` (if known) on a request with
-    /// `method` and `headers`. A known size is announced as it is (replacing any
-    /// Content-Length the caller set); for an unknown size, the caller's Content-Length
-    /// is used (the body must then match it), else the body is chunked.
-    pub(crate) fn choose(method: &Method, headers: &HeaderMap, exact: Option<u64>) -> Self {
+    /// `method`, `version` and `headers`. A known size is announced as it is (replacing
+    /// any Content-Length the caller set); for an unknown size, the caller's
+    /// Content-Length is used (the body must then match it), else the body is chunked.
+    /// `None`: an HTTP/1.0 body of unknown length, which nothing can frame (no chunked
+    /// coding in HTTP/1.0, RFC 9112 §6.1).
+    pub(crate) fn choose(
+        method: &Method,
+        version: Version,
+        headers: &HeaderMap,
+        exact: Option<u64>,
+    ) -> Option<Self> {
         let declared = headers
             .get(header::CONTENT_LENGTH)
             .and_then(|v| parse_content_length(v.as_bytes()).ok());
-        match (exact, declared) {
+        Some(match (exact, declared) {
             (Some(0), _) if !expects_body(method) => RequestBodyFraming::None,
             (Some(n), _) => RequestBodyFraming::Length(n),
             (None, Some(n)) => RequestBodyFraming::Length(n),
+            (None, None) if version == Version::HTTP_10 => return None,
             (None, None) => RequestBodyFraming::Chunked,
-        }
+        })
     }
 }
 
@@ -489,7 +497,8 @@ mod tests {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("99"));
         headers.insert("x-custom-name", HeaderValue::from_static("v"));
         let mut out = Vec::new();
-        let framing = RequestBodyFraming::choose(&Method::POST, &headers, Some(3));
+        let framing =
+            RequestBodyFraming::choose(&Method::POST, Version::HTTP_11, &headers, Some(3)).unwrap();
         encode_request_head(
             &Method::POST,
             "/p?q",
@@ -504,7 +513,9 @@ mod tests {
             b"POST /p?q HTTP/1.1\r\nhost: h\r\nx-custom-name: v\r\ncontent-length: 3\r\n\r\n"
         );
         out.clear();
-        let framing = RequestBodyFraming::choose(&Method::PUT, &HeaderMap::new(), None);
+        let framing =
+            RequestBodyFraming::choose(&Method::PUT, Version::HTTP_11, &HeaderMap::new(), None)
+                .unwrap();
         encode_request_head(
             &Method::PUT,
             "/",
@@ -519,16 +530,20 @@ mod tests {
             b"PUT / HTTP/1.1\r\nHost: h\r\nX-Custom-Name: v\r\nTransfer-Encoding: chunked\r\n\r\n"
         );
         assert_eq!(
-            RequestBodyFraming::choose(&Method::GET, &HeaderMap::new(), Some(0)),
-            RequestBodyFraming::None
+            RequestBodyFraming::choose(&Method::GET, Version::HTTP_11, &HeaderMap::new(), Some(0)),
+            Some(RequestBodyFraming::None)
         );
         assert_eq!(
-            RequestBodyFraming::choose(&Method::POST, &HeaderMap::new(), Some(0)),
-            RequestBodyFraming::Length(0)
+            RequestBodyFraming::choose(&Method::POST, Version::HTTP_11, &HeaderMap::new(), Some(0)),
+            Some(RequestBodyFraming::Length(0))
         );
         assert_eq!(
-            RequestBodyFraming::choose(&Method::POST, &headers, None),
-            RequestBodyFraming::Length(99)
+            RequestBodyFraming::choose(&Method::POST, Version::HTTP_11, &headers, None),
+            Some(RequestBodyFraming::Length(99))
+        );
+        assert_eq!(
+            RequestBodyFraming::choose(&Method::POST, Version::HTTP_10, &HeaderMap::new(), None),
+            None
         );
     }
 }
