@@ -53,9 +53,10 @@
 //!   server CPU per message;
 //! - **client**: `benches/client.rs` as it is (`cargo bench --bench client --features
 //!   client -- --json FILE`): fibr::client against hyper-util's legacy client on tokio
-//!   (multi-thread and current-thread runtimes), and a hand-written HTTP/1 client on
-//!   fibr::net, fetching GET / from fibr's bench server with 50 requests in flight; client
-//!   CPU per request and requests/s, ratios to hyper-util on the multi-thread runtime;
+//!   (multi-thread and current-thread runtimes), hyper's own client connection on
+//!   fibr::net and a hand-written HTTP/1 client on fibr::net, fetching GET / from fibr's
+//!   bench server with 50 requests in flight; client CPU per request and requests/s,
+//!   ratios to hyper-util on the multi-thread runtime;
 //! - **executor**: `benches/executor.rs` as it is (`cargo bench --bench executor -- --json
 //!   FILE`): fibr's worker pool against tokio's multi-thread runtime, ns per task or
 //!   hand-off in four micro-benchmarks, ratios to tokio. These two run on both CPUs (they

@@ -593,9 +593,10 @@ impl Report {
             more.push(format!(
                 "The WebSocket echo runs on the servers that speak it: fibr and axum::serve \
                  with the same axum handler (`GET /ws`, axum's own `WebSocketUpgrade`){actix}. \
-                 fibr serves it unchanged: the upgrade request is handed to hyper over fibr's \
-                 I/O, and axum's `on_upgrade` task then runs on fibr's background tokio \
-                 runtime (one worker) on fibr's sockets, woken by fibr's reactor. The load is \
+                 fibr serves it unchanged: the upgrade request's socket is handed, with the \
+                 bytes already read, to hyper on the tokio runtime fibr's workers enter (a \
+                 background one with one worker here), where axum's `on_upgrade` task runs \
+                 too. The load is \
                  this bench's own generator (`benches/compare/ws.rs`: one thread, epoll, {} \
                  connections, one {}-byte text message in flight on each, every echo checked).",
                 crate::ws::CONNS,

@@ -133,6 +133,14 @@ struct Io {
     stall: Option<Box<stall::Stall>>,
 }
 
+/// A connection's socket taken out of the engine (`Conn::detach`): connected and
+/// non-blocking, for another owner to register.
+#[cfg(feature = "hyper")]
+pub(crate) enum DetachedSocket {
+    Tcp(OwnedFd),
+    Unix(OwnedFd),
+}
+
 /// A connection handle: cheap to clone, usable from any thread.
 #[derive(Clone)]
 pub struct Conn {
@@ -807,19 +815,19 @@ impl Conn {
         self.inner.notify(EV_FLUSH);
     }
 
-    /// Takes the socket out of the engine as a `fibr::net` stream (a duplicate descriptor)
-    /// and closes this connection; its handler's `on_close` runs as usual. Bytes not yet
-    /// read stay in the socket for the new owner.
+    /// Takes the socket out of the engine (a duplicate descriptor) and closes this
+    /// connection; its handler's `on_close` runs as usual. Bytes not yet read stay in the
+    /// socket for the new owner.
     #[cfg(feature = "hyper")]
-    pub(crate) fn detach_stream(&self) -> io::Result<crate::net::Stream> {
+    pub(crate) fn detach(&self) -> io::Result<DetachedSocket> {
         let fd = socket::dup(self.inner.fd)?;
         // A lingering close would shut the socket down under its new owner.
         self.inner.set(F_DETACHED);
         self.hold_reads();
         self.close();
         match self.inner.kind {
-            Kind::Tcp => crate::net::TcpStream::from_owned_fd(fd).map(crate::net::Stream::Tcp),
-            Kind::Unix => crate::net::UnixStream::from_owned_fd(fd).map(crate::net::Stream::Unix),
+            Kind::Tcp => Ok(DetachedSocket::Tcp(fd)),
+            Kind::Unix => Ok(DetachedSocket::Unix(fd)),
             Kind::Udp => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "a UDP peer has no stream",

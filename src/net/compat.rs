@@ -162,3 +162,63 @@ tokio_io!(&TcpStream, TcpStream);
 tokio_io!(UnixStream, UnixStream);
 #[cfg(feature = "tokio")]
 tokio_io!(&UnixStream, UnixStream);
+
+/// A tokio stream as hyper's I/O (for connections fibr hands to tokio's reactor).
+#[cfg(all(feature = "hyper", feature = "tokio"))]
+pub(crate) struct TokioIo<T>(T);
+
+#[cfg(all(feature = "hyper", feature = "tokio"))]
+impl<T> TokioIo<T> {
+    pub(crate) fn new(inner: T) -> TokioIo<T> {
+        TokioIo(inner)
+    }
+}
+
+#[cfg(all(feature = "hyper", feature = "tokio"))]
+impl<T: tokio::io::AsyncRead + Unpin> hyper::rt::Read for TokioIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        // SAFETY: tokio's `ReadBuf` only initializes bytes of the cursor's unfilled part
+        // (never de-initializes any), and `filled` counts the ones it initialized.
+        let mut tbuf = tokio::io::ReadBuf::uninit(unsafe { buf.as_mut() });
+        match Pin::new(&mut self.0).poll_read(cx, &mut tbuf) {
+            Poll::Ready(Ok(())) => {
+                let n = tbuf.filled().len();
+                // SAFETY: the first `n` unfilled bytes were initialized by the read.
+                unsafe { buf.advance(n) };
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+#[cfg(all(feature = "hyper", feature = "tokio"))]
+impl<T: tokio::io::AsyncWrite + Unpin> hyper::rt::Write for TokioIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}

@@ -3,6 +3,8 @@
 
 #[cfg(any(feature = "hyper", feature = "tokio"))]
 mod compat;
+#[cfg(all(feature = "hyper", feature = "tokio"))]
+pub(crate) use compat::TokioIo;
 mod registration;
 mod resolve;
 
@@ -190,13 +192,6 @@ impl AsRawFd for TcpListener {
     }
 }
 
-/// A stream socket of either kind (what a connection handed over from the engine becomes).
-#[cfg(feature = "hyper")]
-pub(crate) enum Stream {
-    Tcp(TcpStream),
-    Unix(UnixStream),
-}
-
 /// A TCP connection on fibr's loops. Methods take `&self`, so one task can read while
 /// another writes.
 pub struct TcpStream {
@@ -230,8 +225,8 @@ impl TcpStream {
         Ok(stream)
     }
 
-    /// Adopts a connected, non-blocking descriptor.
-    #[cfg(feature = "hyper")]
+    /// Adopts a connected, non-blocking descriptor (an upgrade handed to hyper).
+    #[cfg(all(feature = "hyper", not(feature = "tokio")))]
     pub(crate) fn from_owned_fd(fd: OwnedFd) -> io::Result<TcpStream> {
         Ok(TcpStream {
             reg: Registration::new(fd)?,
@@ -337,8 +332,8 @@ impl UnixStream {
         Ok(stream)
     }
 
-    /// Adopts a connected, non-blocking descriptor.
-    #[cfg(feature = "hyper")]
+    /// Adopts a connected, non-blocking descriptor (an upgrade handed to hyper).
+    #[cfg(all(feature = "hyper", not(feature = "tokio")))]
     pub(crate) fn from_owned_fd(fd: OwnedFd) -> io::Result<UnixStream> {
         Ok(UnixStream {
             reg: Registration::new(fd)?,
