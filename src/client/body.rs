@@ -146,10 +146,9 @@ pub(crate) trait Wire: Send {
 /// `&mut`), so `&Exclusive<T>` gives no access at all.
 struct Exclusive<T>(T);
 
-// SAFETY: no method gives access to the value through `&self` (`get_mut` and
-// `into_inner` take `&mut self` and `self`, and nothing else touches the field), so
-// sharing `&Exclusive<T>` between threads shares nothing; `&mut` access is exclusive,
-// which `Send` covers.
+// SAFETY: nothing reaches the value through `&self` (only `get_mut(&mut self)` and
+// `into_inner(self)` touch it), so a shared `&Exclusive<T>` shares nothing; `&mut`
+// access is exclusive, which `Send` covers.
 unsafe impl<T: Send> Sync for Exclusive<T> {}
 
 impl<T> Exclusive<T> {
