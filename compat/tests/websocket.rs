@@ -1,6 +1,7 @@
 //! axum's own `WebSocketUpgrade`, unchanged, on `fibr::serve`: the upgrade request is
-//! handed to hyper (which alone can make `OnUpgrade`), and the upgraded socket stays on
-//! fibr's loops. Driven by a tungstenite client.
+//! handed to hyper (which alone can make `OnUpgrade`) on tokio's reactor, where axum's
+//! `on_upgrade` task runs. Driven by a tungstenite client. Plus any other
+//! `hyper::upgrade::on` user, over a Unix socket.
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::routing::get;
@@ -141,4 +142,77 @@ fn reference_close_on_axum_serve() {
             other => panic!("expected the close handshake to finish, got {other:?}"),
         }
     }
+}
+
+/// A protocol of its own (`Upgrade: echo`) through `hyper::upgrade::on`, served by
+/// `fibr::serve` on a Unix socket: the 101 goes out, then the upgraded stream echoes,
+/// bytes the client sent right behind the request head included.
+#[test]
+fn any_hyper_upgrade_user_on_a_unix_socket() {
+    use axum::body::Body;
+    use axum::http::{Request, Response, StatusCode};
+    use hyper_util::rt::TokioIo;
+    use std::io::{Read, Write};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn upgrade(mut req: Request<Body>) -> Response<Body> {
+        let on = hyper::upgrade::on(&mut req);
+        tokio::spawn(async move {
+            let mut io = TokioIo::new(on.await.expect("upgraded"));
+            let mut buf = [0u8; 1024];
+            loop {
+                match io.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if io.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        Response::builder()
+            .status(StatusCode::SWITCHING_PROTOCOLS)
+            .header("connection", "upgrade")
+            .header("upgrade", "echo")
+            .body(Body::empty())
+            .unwrap()
+    }
+
+    let path = std::env::temp_dir().join(format!("fibr-upgrade-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let p2 = path.clone();
+    std::thread::spawn(move || {
+        fibr::run(async move {
+            let l = fibr::net::UnixListener::bind(&p2).unwrap();
+            fibr::spawn(
+                async move { fibr::serve(l, Router::new().route("/", get(upgrade))).await },
+            );
+        })
+    })
+    .join()
+    .unwrap();
+
+    let mut s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\nearly")
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"early") {
+        let n = s.read(&mut buf).expect("101, then the early bytes echoed");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 101"), "{text}");
+    assert!(text.contains("upgrade: echo"), "{text}");
+    for i in 0..50 {
+        let msg = format!("message {i}");
+        s.write_all(msg.as_bytes()).unwrap();
+        let mut echoed = vec![0u8; msg.len()];
+        s.read_exact(&mut echoed).unwrap();
+        assert_eq!(echoed, msg.as_bytes());
+    }
+    let _ = std::fs::remove_file(&path);
 }

@@ -43,72 +43,52 @@ where
         inner: Arc::new(Mutex::new(svc)),
     };
     let prefix = Bytes::from(prefix);
-    if let Err(e) = conn
-        .detach()
-        .and_then(|socket| spawn_hyper(socket, prefix, svc))
-    {
-        tracing::warn!(error = %e, "could not hand an upgrade request to hyper");
+    match conn.detach().and_then(adopt) {
+        Ok((io, spawn)) => spawn(Box::pin(serve(Rewind::new(prefix, io), svc))),
+        Err(e) => tracing::warn!(error = %e, "could not hand an upgrade request to hyper"),
     }
 }
 
-/// Serves `socket` with hyper on fibr's loops.
+/// A stream hyper can serve.
+trait HyperIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send {}
+impl<T: hyper::rt::Read + hyper::rt::Write + Unpin + Send> HyperIo for T {}
+
+type Io = Box<dyn HyperIo>;
+type Spawn = fn(Pin<Box<dyn Future<Output = ()> + Send>>);
+
+/// The detached socket as a stream on fibr's loops, and fibr's spawn.
 #[cfg(not(feature = "tokio"))]
-fn spawn_hyper<S, B>(socket: DetachedSocket, prefix: Bytes, svc: HyperService<S>) -> io::Result<()>
-where
-    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-{
-    drop(match socket {
-        DetachedSocket::Tcp(fd) => crate::spawn(serve(
-            Rewind::new(prefix, TcpStream::from_owned_fd(fd)?),
-            svc,
-        )),
-        DetachedSocket::Unix(fd) => crate::spawn(serve(
-            Rewind::new(prefix, UnixStream::from_owned_fd(fd)?),
-            svc,
-        )),
-    });
-    Ok(())
+fn adopt(socket: DetachedSocket) -> io::Result<(Io, Spawn)> {
+    let io: Io = match socket {
+        DetachedSocket::Tcp(fd) => Box::new(TcpStream::from_owned_fd(fd)?),
+        DetachedSocket::Unix(fd) => Box::new(UnixStream::from_owned_fd(fd)?),
+    };
+    Ok((io, |fut| drop(crate::spawn(fut))))
 }
 
-/// Serves `socket` with hyper on tokio's reactor (the runtime fibr's workers enter). The
-/// upgraded stream's user (axum's `on_upgrade`) runs on tokio, as `tokio::spawn` puts it
-/// there: with the socket on tokio too, each message stays on one thread, as under
-/// `axum::serve`; on fibr's loops, every message crossed from a fibr thread to tokio's
-/// (measured: 1.7x axum's CPU per WebSocket message, `cargo bench --bench compare`).
+/// The detached socket as a stream on tokio's reactor (the runtime fibr's workers enter),
+/// and tokio's spawn. The upgraded stream's user (axum's `on_upgrade`) runs on tokio, as
+/// `tokio::spawn` puts it there: with the socket on tokio too, each message stays on one
+/// thread, as under `axum::serve`; on fibr's loops, every message crossed from a fibr
+/// thread to tokio's (1.7x axum's CPU per WebSocket message, `cargo bench --bench compare`).
 #[cfg(feature = "tokio")]
-fn spawn_hyper<S, B>(socket: DetachedSocket, prefix: Bytes, svc: HyperService<S>) -> io::Result<()>
-where
-    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-{
+fn adopt(socket: DetachedSocket) -> io::Result<(Io, Spawn)> {
     use crate::net::TokioIo;
     let tokio = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     let _entered = tokio.enter();
-    drop(match socket {
-        DetachedSocket::Tcp(fd) => {
-            let s = tokio::net::TcpStream::from_std(std::net::TcpStream::from(fd))?;
-            tokio.spawn(serve(Rewind::new(prefix, TokioIo::new(s)), svc))
-        }
-        DetachedSocket::Unix(fd) => {
-            let s = tokio::net::UnixStream::from_std(std::os::unix::net::UnixStream::from(fd))?;
-            tokio.spawn(serve(Rewind::new(prefix, TokioIo::new(s)), svc))
-        }
-    });
-    Ok(())
+    let io: Io = match socket {
+        DetachedSocket::Tcp(fd) => Box::new(TokioIo::new(tokio::net::TcpStream::from_std(
+            std::net::TcpStream::from(fd),
+        )?)),
+        DetachedSocket::Unix(fd) => Box::new(TokioIo::new(tokio::net::UnixStream::from_std(
+            std::os::unix::net::UnixStream::from(fd),
+        )?)),
+    };
+    Ok((io, |fut| drop(tokio::spawn(fut))))
 }
 
-async fn serve<T, S, B>(io: Rewind<T>, svc: HyperService<S>)
+async fn serve<S, B>(io: Rewind<Io>, svc: HyperService<S>)
 where
-    Rewind<T>: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
