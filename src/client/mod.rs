@@ -20,10 +20,11 @@
 //!   connection to the pool at once; otherwise it returns once the body has been read to
 //!   its end (dropping the body early closes it). `benches/client.rs` measures it against
 //!   hyper-util's client (the client was first built on hyper's client connection over
-//!   fibr sockets: 0.88-0.92x hyper-util's CPU per request; native: see the README).
+//!   fibr sockets: 0.88-0.93x hyper-util's CPU per request; native: 0.63-0.68x).
 //! - Upgrades (101 Switching Protocols) are not supported: such a connection is not
 //!   reused, and the upgraded stream is not handed out.
-//! - Names are resolved on a short-lived OS thread, never on an event loop or a worker.
+//! - Names are resolved on a short-lived OS thread (`fibr::net::lookup_host`), never on
+//!   an event loop or a worker.
 //! - [`Connector`]s make connections: [`HttpConnector`] (`http` over TCP and `http+unix`,
 //!   see [`unix_uri`]), [`UnixConnector`], or your own (TLS, proxies). A connection that
 //!   reports ALPN `h2` ([`Connected::negotiated_h2`]) is refused for now (HTTP/1 only).
