@@ -141,10 +141,6 @@ impl<Io: Connection> Conn<Io> {
             }
         }
         self.reusable = head.keep_alive && request_keeps_alive(req);
-        if !head.keep_alive {
-            // The server is closing: stop sending (RFC 9112 §9.6).
-            self.upload = None;
-        }
         let mut res = Response::new(ResponseBody::empty());
         *res.status_mut() = head.status;
         *res.version_mut() = head.version;
@@ -249,6 +245,11 @@ impl<Io: Connection> Conn<Io> {
                 }
             }
         }
+    }
+
+    /// Whether request and response allow another exchange on this connection.
+    pub(super) fn is_reusable(&self) -> bool {
+        self.reusable
     }
 
     /// Back to the pool if the exchange left the connection clean (request and response

@@ -3,7 +3,9 @@
 //! going whether or not anyone polls the response, since its producer may be waiting for
 //! room. So a task finishes the upload while the response body reads, the two sharing the
 //! connection behind a lock; whichever ends last hands the connection back (or closes
-//! it). Rare, so the usual exchange stays lock- and task-free.
+//! it). A response that ends a connection not fit for reuse (the server closes it, say
+//! after a 413) closes it at once, upload or not (RFC 9112 §9.6). Rare, so the usual
+//! exchange stays lock- and task-free.
 
 use super::body::Wire;
 use super::conn::{read_into, Conn};
@@ -61,12 +63,16 @@ pub(super) fn finish_upload_in_background<Io: Connection>(conn: Box<Conn<Io>>) -
                 return Poll::Pending;
             }
             s.upload_done = true;
-            if let Some(w) = s.reader.take() {
+            let reader = s.reader.take();
+            let done = s.response_done.take().map(|rbuf| {
+                let conn = s.conn.take().expect("kept until both sides end");
+                (conn, rbuf)
+            });
+            drop(s);
+            if let Some(w) = reader {
                 w.wake();
             }
-            if let Some(rbuf) = s.response_done.take() {
-                let conn = s.conn.take().expect("kept until both sides end");
-                drop(s);
+            if let Some((conn, rbuf)) = done {
                 conn.release(rbuf);
             }
             Poll::Ready(())
@@ -106,9 +112,16 @@ impl<Io: Connection> Wire for SharedWire<Io> {
     fn finish(mut self: Box<Self>, rbuf: BytesMut) {
         self.finished = true;
         let mut s = lock(&self.shared);
-        if s.upload_done {
+        let reusable = s.conn.as_ref().is_some_and(|c| c.is_reusable());
+        if s.upload_done || !reusable {
+            // Nothing more to send, or no point: the connection is done.
             let conn = s.conn.take().expect("kept until both sides end");
+            s.abandoned = true;
+            let uploader = s.uploader.take();
             drop(s);
+            if let Some(w) = uploader {
+                w.wake();
+            }
             conn.release(rbuf);
         } else {
             s.response_done = Some(rbuf);
@@ -123,7 +136,9 @@ impl<Io> Drop for SharedWire<Io> {
         }
         let mut s = lock(&self.shared);
         s.abandoned = true;
-        if let Some(w) = s.uploader.take() {
+        let uploader = s.uploader.take();
+        drop(s);
+        if let Some(w) = uploader {
             w.wake();
         }
     }

@@ -96,6 +96,12 @@ impl Upload {
             ReqBody::Empty | ReqBody::Full(None) => {}
             ReqBody::Full(Some(b)) if b.len() <= INLINE_BODY => head.extend_from_slice(b),
             ReqBody::Full(Some(b)) => up.data = b.clone(),
+            // A stream framed as empty has nothing to send: it is not polled.
+            ReqBody::Boxed(_)
+                if matches!(
+                    framing,
+                    RequestBodyFraming::None | RequestBodyFraming::Length(0)
+                ) => {}
             ReqBody::Boxed(_) => {
                 up.body = std::mem::replace(body, ReqBody::Empty);
                 up.finished = false;

@@ -131,7 +131,14 @@ struct Io {
     linger: Option<Box<linger::Linger>>,
     /// Set while output is queued (for `Config::write_timeout`).
     stall: Option<Box<stall::Stall>>,
+    /// Who takes the socket once the queued output is out (`Conn::detach`).
+    #[cfg(feature = "hyper")]
+    handoff: Option<Box<Handoff>>,
 }
+
+/// Takes a detached socket (see `Conn::detach`).
+#[cfg(feature = "hyper")]
+pub(crate) type Handoff = dyn FnOnce(io::Result<DetachedSocket>) + Send;
 
 /// A connection's socket taken out of the engine (`Conn::detach`): connected and
 /// non-blocking, for another owner to register.
@@ -192,6 +199,8 @@ impl ConnInner {
                 out: Output::default(),
                 linger: None,
                 stall: None,
+                #[cfg(feature = "hyper")]
+                handoff: None,
             }),
             peer,
             local,
@@ -420,6 +429,11 @@ impl ConnInner {
             }
         }
         if queued == 0 {
+            #[cfg(feature = "hyper")]
+            if let Some(handoff) = io.handoff.take() {
+                drop(io);
+                return self.hand_over(conn, handoff);
+            }
             if self.flag(F_CLOSING) {
                 if self.start_linger(&mut io) {
                     drop(io);
@@ -486,6 +500,24 @@ impl ConnInner {
 
     /// Starts a lingering close (see `linger`) if input is left unread, unless the peer
     /// already finished sending or the connection is not a stream. True if it is lingering.
+    /// The output is out: the socket goes to `handoff` (see `Conn::detach`).
+    #[cfg(feature = "hyper")]
+    fn hand_over(self: &Arc<Self>, conn: &Conn, handoff: Box<Handoff>) {
+        let socket = socket::dup(self.fd).and_then(|fd| match self.kind {
+            Kind::Tcp => Ok(DetachedSocket::Tcp(fd)),
+            Kind::Unix => Ok(DetachedSocket::Unix(fd)),
+            Kind::Udp => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a UDP peer has no stream",
+            )),
+        });
+        self.close_now(conn, None);
+        // The new owner may be tokio's reactor (an upgrade under feature `tokio`).
+        #[cfg(feature = "tokio")]
+        let _entered = self.rt.tokio.enter();
+        handoff(socket);
+    }
+
     fn start_linger(self: &Arc<Self>, io: &mut Io) -> bool {
         let Some(timeout) = self.rt.config.linger_timeout else {
             return false;
@@ -815,24 +847,18 @@ impl Conn {
         self.inner.notify(EV_FLUSH);
     }
 
-    /// Takes the socket out of the engine (a duplicate descriptor) and closes this
-    /// connection; its handler's `on_close` runs as usual. Bytes not yet read stay in the
-    /// socket for the new owner.
+    /// Hands the socket to another owner: reads stop now, and once everything queued has
+    /// been written (so no byte of ours follows the new owner's), `handoff` gets the
+    /// socket (a duplicate descriptor) and this connection closes; its handler's
+    /// `on_close` runs as usual. Bytes not yet read stay in the socket for the new owner.
+    /// If the connection fails first, `handoff` is dropped uncalled.
     #[cfg(feature = "hyper")]
-    pub(crate) fn detach(&self) -> io::Result<DetachedSocket> {
-        let fd = socket::dup(self.inner.fd)?;
+    pub(crate) fn detach(&self, handoff: Box<Handoff>) {
+        self.hold_reads();
         // A lingering close would shut the socket down under its new owner.
         self.inner.set(F_DETACHED);
-        self.hold_reads();
+        self.inner.io.lock().unwrap().handoff = Some(handoff);
         self.close();
-        match self.inner.kind {
-            Kind::Tcp => Ok(DetachedSocket::Tcp(fd)),
-            Kind::Unix => Ok(DetachedSocket::Unix(fd)),
-            Kind::Udp => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "a UDP peer has no stream",
-            )),
-        }
     }
 
     /// True if both handles refer to the same connection.

@@ -267,6 +267,8 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
     eof: bool,
     /// Reads are held because too many responses wait.
     held_for_pipeline: bool,
+    /// Reads are held because an upgrade request waits for the responses before it.
+    held_for_upgrade: bool,
     head_started: Option<Instant>,
     idle_since: Instant,
     /// Bytes from an upgrade request on, for hyper to take over.
@@ -319,6 +321,7 @@ where
             closing: false,
             eof: false,
             held_for_pipeline: false,
+            held_for_upgrade: false,
             head_started: None,
             idle_since: Instant::now(),
             body_progress: Instant::now(),
@@ -331,45 +334,11 @@ where
     }
 
     fn on_data(&self, conn: &Conn, data: &[u8]) {
-        let upgrade = with_state::<S, B, _>(conn, |st| {
-            with_round_output(|out| {
-                st.input(conn, data, &self.shared, out);
-                if st.wants_handoff() {
-                    // Responses to the requests before the upgrade go first.
-                    if !out.is_empty() {
-                        let _ = conn.send(out);
-                    }
-                    return true;
-                }
-                st.drive(conn, &self.shared, out);
-                false
-            })
-        });
-        #[cfg(feature = "hyper")]
-        if upgrade == Some(true) {
-            if let Some(st) = conn.take_context::<Mutex<ConnState<S, B>>>() {
-                let st = st.into_inner().unwrap_or_else(|e| e.into_inner());
-                self.shared.forget(conn);
-                super::upgrade::hand_off(conn, st.handoff.unwrap_or_default(), st.svc);
-            }
-        }
-        #[cfg(not(feature = "hyper"))]
-        let _ = upgrade;
+        self.round(conn, Some(data));
     }
 
     fn on_wake(&self, conn: &Conn) {
-        with_state::<S, B, _>(conn, |st| {
-            if self.shared.draining.load(Ordering::Acquire) && !st.closing {
-                st.closing = true;
-            }
-            with_round_output(|out| {
-                if !st.buf.is_empty() && !conn.reads_held() {
-                    let buf = std::mem::take(&mut st.buf);
-                    st.input(conn, &buf, &self.shared, out);
-                }
-                st.drive(conn, &self.shared, out);
-            })
-        });
+        self.round(conn, None);
     }
 
     fn on_drained(&self, conn: &Conn) {
@@ -393,6 +362,58 @@ where
         if conn.take_context::<Mutex<ConnState<S, B>>>().is_some() {
             self.shared.forget(conn);
         }
+    }
+}
+
+impl<M, Marker, S, B> Server<M, Marker>
+where
+    M: MakeService<Marker, Service = S, Body = B>,
+    Marker: 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    /// One round: takes `data` (none: a wake-up, which goes on with the bytes kept, if
+    /// reads are not held), calls and polls, sends what is ready. A request asking for
+    /// an upgrade hands the connection to hyper instead.
+    fn round(&self, conn: &Conn, data: Option<&[u8]>) {
+        let upgrade = with_state::<S, B, _>(conn, |st| {
+            if data.is_none() && self.shared.draining.load(Ordering::Acquire) {
+                st.closing = true;
+            }
+            with_round_output(|out| {
+                match data {
+                    Some(data) => st.input(conn, data, &self.shared, out),
+                    None if !st.buf.is_empty() && !conn.reads_held() => {
+                        let buf = std::mem::take(&mut st.buf);
+                        st.input(conn, &buf, &self.shared, out);
+                    }
+                    None => {}
+                }
+                if st.wants_handoff() {
+                    // Responses to the requests before the upgrade go first.
+                    if !out.is_empty() {
+                        let _ = conn.send(out);
+                    }
+                    return true;
+                }
+                st.drive(conn, &self.shared, out);
+                false
+            })
+        });
+        #[cfg(feature = "hyper")]
+        if upgrade == Some(true) {
+            if let Some(st) = conn.take_context::<Mutex<ConnState<S, B>>>() {
+                let st = st.into_inner().unwrap_or_else(|e| e.into_inner());
+                self.shared.forget(conn);
+                super::upgrade::hand_off(conn, st.handoff.unwrap_or_default(), st.svc);
+            }
+        }
+        #[cfg(not(feature = "hyper"))]
+        let _ = upgrade;
     }
 }
 
@@ -491,11 +512,15 @@ where
                 Ok(Some((head, used))) => {
                     self.head_started = None;
                     #[cfg(feature = "hyper")]
-                    if head.upgrade
-                        && self.queue.is_empty()
-                        && self.body.is_none()
-                        && self.waiting.is_none()
-                    {
+                    if head.upgrade {
+                        if !(self.queue.is_empty() && self.body.is_none() && self.waiting.is_none())
+                        {
+                            // Pipelined behind requests still being answered: it waits
+                            // (unparsed) for them, with reads held.
+                            self.held_for_upgrade = true;
+                            conn.hold_reads();
+                            return pos;
+                        }
                         // hyper takes the connection from this request on (so that
                         // `hyper::upgrade::on`, and axum's WebSocketUpgrade, work).
                         self.handoff = Some(input[pos..].to_vec());
@@ -780,7 +805,18 @@ where
             self.body = None;
             self.closing = true;
         }
-        if self.held_for_pipeline && self.queue.len() < cfg.max_pipelined {
+        if self.held_for_upgrade
+            && self.queue.is_empty()
+            && self.body.is_none()
+            && self.waiting.is_none()
+        {
+            // The requests before the upgrade are answered: on with it (`on_wake`).
+            self.held_for_upgrade = false;
+            conn.resume_reads();
+            self.waker.wake_by_ref();
+        }
+        if self.held_for_pipeline && !self.held_for_upgrade && self.queue.len() < cfg.max_pipelined
+        {
             self.held_for_pipeline = false;
             conn.resume_reads();
             if !self.buf.is_empty() {

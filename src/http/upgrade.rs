@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use tower_service::Service;
 
-/// Takes `conn`'s socket and serves it with hyper from `prefix` (the bytes from the
-/// upgrade request on) with `svc`.
+/// Takes `conn`'s socket, once the responses before the upgrade request are out, and
+/// serves it with hyper from `prefix` (the bytes from the upgrade request on) with `svc`.
 pub(crate) fn hand_off<S, B>(conn: &Conn, prefix: Vec<u8>, svc: S)
 where
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
@@ -43,10 +43,10 @@ where
         inner: Arc::new(Mutex::new(svc)),
     };
     let prefix = Bytes::from(prefix);
-    match conn.detach().and_then(adopt) {
+    conn.detach(Box::new(move |socket| match socket.and_then(adopt) {
         Ok((io, spawn)) => spawn(Box::pin(serve(Rewind::new(prefix, io), svc))),
         Err(e) => tracing::warn!(error = %e, "could not hand an upgrade request to hyper"),
-    }
+    }));
 }
 
 /// A stream hyper can serve.
