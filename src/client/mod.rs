@@ -10,8 +10,8 @@
 //! # let _ = body; Ok(()) }
 //! ```
 //!
-//! - Connections are pooled per (scheme, authority) with keep-alive reuse, an idle
-//!   timeout and a bound on idle connections per host.
+//! - Connections are pooled per (scheme, authority; a default port is left out) with
+//!   keep-alive reuse, an idle timeout and a bound on idle connections per host.
 //! - HTTP/1.1 is spoken natively, on the codec fibr's server uses (response parsing on
 //!   `httparse`, chunked coding both ways). The task awaiting a request drives its
 //!   connection, and the response body reads the rest: no task per connection and no hop
@@ -58,7 +58,7 @@ use crate::http::h1::client::RequestBodyFraming;
 use body::ReqBody;
 use conn::{Conn, Failure, H1Options};
 use http::header::{HeaderValue, HOST};
-use http::uri::PathAndQuery;
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
 use http_body::Body;
 use pool::{Key, Pool};
@@ -390,7 +390,29 @@ fn prepare(req: Request<ReqBody>) -> Result<(Key, Request<ReqBody>), Error> {
     if parts.version != Version::HTTP_10 {
         parts.version = Version::HTTP_11;
     }
-    Ok((Key { scheme, authority }, Request::from_parts(parts, body)))
+    Ok((
+        pool_key(scheme, authority),
+        Request::from_parts(parts, body),
+    ))
+}
+
+/// The pool's key: scheme and authority, without a port that is the scheme's default, so
+/// `http://h/` and `http://h:80/` share connections.
+fn pool_key(scheme: Scheme, authority: Authority) -> Key {
+    let default = match scheme.as_str() {
+        s if s.eq_ignore_ascii_case("http") => 80,
+        s if s.eq_ignore_ascii_case("https") => 443,
+        _ => 0,
+    };
+    let authority = match authority.port_u16() {
+        Some(port) if port == default => {
+            let s = authority.as_str();
+            let without = &s[..s.len() - authority.port().map_or(0, |p| p.as_str().len() + 1)];
+            Authority::try_from(without).unwrap_or(authority)
+        }
+        _ => authority,
+    };
+    Key { scheme, authority }
 }
 
 fn is_idempotent(method: &Method) -> bool {
@@ -452,4 +474,25 @@ where
 #[allow(dead_code)]
 fn assert_body_send_sync(b: ResponseBody) -> impl Send + Sync {
     b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_default_port_shares_the_pool_key() {
+        let key = |s: &str| {
+            let uri: Uri = s.parse().unwrap();
+            let parts = uri.into_parts();
+            pool_key(parts.scheme.unwrap(), parts.authority.unwrap())
+        };
+        assert_eq!(key("http://h/"), key("http://h:80/"));
+        assert_eq!(key("http://H:80/"), key("http://h/"));
+        assert_eq!(key("https://h:443/"), key("https://h/"));
+        assert_eq!(key("http://[::1]:80/"), key("http://[::1]/"));
+        assert_ne!(key("http://h:8080/"), key("http://h/"));
+        assert_ne!(key("https://h:80/"), key("http://h:80/"));
+        assert_ne!(key("http://u@h:80/"), key("http://h/"));
+    }
 }
