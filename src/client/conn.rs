@@ -105,9 +105,8 @@ impl<Io: Connection> Conn<Io> {
     }
 
     /// Sends `req` (its body framed as `framing`) and waits for its response head. A
-    /// request without a streamed body
-    /// is left as it was (a full body is cloned, not taken), so it can be sent again
-    /// after a failure.
+    /// request without a streamed body is left as it was (a full body is cloned, not
+    /// taken), so it can be sent again after a failure.
     pub async fn exchange(
         mut self: Box<Self>,
         req: &mut Request<ReqBody>,
