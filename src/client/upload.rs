@@ -24,7 +24,7 @@ pub(crate) struct UploadFailure {
 
 /// Writes the concatenation of `parts` from byte `*written` on, gathered into one write
 /// where the stream allows; `written` counts what went out.
-pub(crate) fn poll_write_parts<Io: Connection>(
+fn poll_write_parts<Io: Connection>(
     io: &mut Io,
     cx: &mut Context<'_>,
     parts: &[&[u8]; 3],
