@@ -17,7 +17,8 @@
 //!   abruptly or lingering), a keep-alive answer before the upload ends (the upload goes
 //!   on, then the connection is pooled; dropping the response stops it; it goes on while
 //!   nobody polls the response body), a request body failing after the response head
-//!   (reported in the response body), full duplex echo, lockstep and bulk;
+//!   (reported in the response body), full duplex echo, lockstep and bulk, and with a
+//!   `Connection: close` response (the upload goes on; then closed, not pooled);
 //! - pool state: `idle_connections()` after a body read to its end or dropped early, and
 //!   an idle connection the server closed is noticed at checkout (no retry needed);
 //! - connectors of the caller's: a connection that buffers writes until flushed (as TLS
@@ -1810,13 +1811,19 @@ fn dropping_response_during_upload_closes() {
 /// A server that echoes each request chunk back as a response chunk as soon as it has
 /// read it (the response head goes first, before any body byte is read).
 fn chunk_echo_server() -> Server {
-    server(|p| loop {
-        let Ok(head) = p.head() else {
+    chunk_echo_server_with(CHUNKED_HEAD)
+}
+
+/// [`chunk_echo_server`] with the response head `head`. It keeps reading requests after
+/// each response, whatever `head` says.
+fn chunk_echo_server_with(head: &'static [u8]) -> Server {
+    server(move |p| loop {
+        let Ok(req_head) = p.head() else {
             p.log.lock().unwrap().push(Ev::Eof(p.idx));
             return;
         };
-        p.send(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
-        let mut raw = head;
+        p.send(head);
+        let mut raw = req_head;
         loop {
             let Ok(line) = p.through(b"\r\n") else { return };
             raw.extend_from_slice(&line);
@@ -1906,6 +1913,54 @@ fn full_duplex_bulk_echo() {
         let raw = srv.requests()[0].1.clone();
         assert!(raw.ends_with(b"\r\n0\r\n\r\n"));
         assert_eq!(client.idle_connections(), 1);
+    });
+}
+
+/// A `Connection: close` response streamed back while the request body is still being
+/// sent (a full-duplex server that does not keep connections): the upload goes on to its
+/// end, the response body comes whole, and the client then closes the connection (the
+/// server keeps its side open) rather than pooling it: the next request connects anew.
+/// (hyper-util's legacy client uploads to the end here too.)
+#[test]
+fn connection_close_response_during_upload_is_full_duplex() {
+    let srv = chunk_echo_server_with(
+        b"HTTP/1.1 200 OK\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n",
+    );
+    run(async move {
+        let client = Client::new();
+        let (tx, body) = channel_body();
+        step("one", tx.send(data(b"one"))).await.unwrap();
+        let req = Request::post(srv.uri("/echo")).body(body).unwrap();
+        let res = send(&client, req).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let mut body = res.into_body();
+        let f = step("echo", body.frame())
+            .await
+            .expect("frame")
+            .expect("ok");
+        assert_eq!(f.into_data().unwrap(), "one");
+        step("two", tx.send(data(b"two")))
+            .await
+            .expect("the request body is still taken");
+        drop(tx);
+        let rest = step("rest", body.collect()).await;
+        let rest = rest.unwrap_or_else(|e| panic!("{e:?}; server: {:?}", srv.events()));
+        assert_eq!(rest.to_bytes(), "two");
+        assert_eq!(
+            srv.request(0),
+            format!(
+                "POST /echo HTTP/1.1\r\n{}\r\ntransfer-encoding: chunked\r\n\r\n\
+                 3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n",
+                srv.host()
+            )
+        );
+        assert_eq!(client.idle_connections(), 0);
+        assert!(srv.client_closed(0).await, "{:?}", srv.events());
+        let req = Request::post(srv.uri("/echo"))
+            .body(stream_body(vec![data(b"again")]))
+            .unwrap();
+        assert_eq!(collect(send(&client, req).await.unwrap()).await, "again");
+        assert_eq!(srv.request_conns(), [0, 1]);
     });
 }
 
