@@ -127,13 +127,20 @@ struct Io {
     open: bool,
     in_round: bool,
     out: Output,
-    /// Set while the connection closes gracefully (boxed: rare, and idle conns stay small).
-    linger: Option<Box<linger::Linger>>,
+    /// What happens once the output is out, when it is not a plain close: lingering, or
+    /// handing the socket over (boxed: rare, and idle conns stay small).
+    after_output: Option<Box<AfterOutput>>,
     /// Set while output is queued (for `Config::write_timeout`).
     stall: Option<Box<stall::Stall>>,
-    /// Who takes the socket once the queued output is out (`Conn::detach`).
+}
+
+/// A closing connection's last stage (see `Io::after_output`).
+enum AfterOutput {
+    /// Dropping what the peer still sends until its FIN (a graceful close).
+    Linger(linger::Linger),
+    /// The socket goes to another owner (`Conn::detach`).
     #[cfg(feature = "hyper")]
-    handoff: Option<Box<Handoff>>,
+    Handoff(Box<Handoff>),
 }
 
 /// Takes a detached socket (see `Conn::detach`).
@@ -197,10 +204,8 @@ impl ConnInner {
                 open: true,
                 in_round: false,
                 out: Output::default(),
-                linger: None,
+                after_output: None,
                 stall: None,
-                #[cfg(feature = "hyper")]
-                handoff: None,
             }),
             peer,
             local,
@@ -430,7 +435,10 @@ impl ConnInner {
         }
         if queued == 0 {
             #[cfg(feature = "hyper")]
-            if let Some(handoff) = io.handoff.take() {
+            if let Some(AfterOutput::Handoff(_)) = io.after_output.as_deref() {
+                let Some(AfterOutput::Handoff(handoff)) = io.after_output.take().map(|b| *b) else {
+                    unreachable!("matched above")
+                };
                 drop(io);
                 return self.hand_over(conn, handoff);
             }
@@ -532,7 +540,7 @@ impl ConnInner {
         let waker = Waker::from(Arc::new(ConnWaker(self.clone())));
         match linger::Linger::start(self.fd, timeout, &waker) {
             Ok(l) => {
-                io.linger = Some(Box::new(l));
+                io.after_output = Some(Box::new(AfterOutput::Linger(l)));
                 true
             }
             Err(_) => false,
@@ -543,7 +551,9 @@ impl ConnInner {
     /// is time to close.
     fn linger_round(&self) -> Option<bool> {
         let mut io = self.io.lock().unwrap();
-        let l = io.linger.as_mut()?;
+        let Some(AfterOutput::Linger(l)) = io.after_output.as_deref_mut() else {
+            return None;
+        };
         let close = match l.round(self.fd, self.rt.config.linger_max_bytes) {
             linger::Outcome::Close => true,
             linger::Outcome::Wait => false,
@@ -602,7 +612,7 @@ impl ConnInner {
             io.open = false;
             io.in_round = false;
             // Cancels the timers, whose wakers hold this connection.
-            io.linger = None;
+            io.after_output = None;
             io.stall = None;
             let before = io.out.queued();
             io.out.clear();
@@ -857,7 +867,7 @@ impl Conn {
         self.hold_reads();
         // A lingering close would shut the socket down under its new owner.
         self.inner.set(F_DETACHED);
-        self.inner.io.lock().unwrap().handoff = Some(handoff);
+        self.inner.io.lock().unwrap().after_output = Some(Box::new(AfterOutput::Handoff(handoff)));
         self.close();
     }
 
