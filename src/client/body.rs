@@ -3,8 +3,7 @@
 
 use super::conn::take_bytes;
 use super::error::{BoxError, Error, ErrorKind};
-use crate::http::h1::chunked::{ChunkedDecoder, Decoded};
-use crate::http::h1::client::ResponseBodyFraming;
+use crate::http::h1::body::{BodyChunk, BodyDecoder, BodyFraming, Truncated};
 use bytes::{Buf, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -161,25 +160,11 @@ impl<T> Exclusive<T> {
     }
 }
 
-/// How the rest of a streaming body is delimited.
-enum Decoder {
-    /// This many bytes are left (never 0: that is `Done`).
-    Length(u64),
-    Chunked(ChunkedDecoder),
-    /// Until the server closes.
-    UntilClose,
-    /// The body has ended.
-    Done,
-}
-
-/// Longest trailer section accepted in a chunked response.
-const MAX_TRAILER_BYTES: usize = 16 * 1024;
-
 struct Streaming {
     wire: Exclusive<Box<dyn Wire>>,
     /// Read and not yet consumed.
     rbuf: BytesMut,
-    decoder: Decoder,
+    decoder: BodyDecoder,
 }
 
 enum State {
@@ -223,17 +208,10 @@ impl ResponseBody {
     pub(crate) fn streaming(
         wire: Box<dyn Wire>,
         rbuf: BytesMut,
-        framing: ResponseBodyFraming,
+        framing: BodyFraming,
         limit: Option<u64>,
     ) -> ResponseBody {
-        let decoder = match framing {
-            ResponseBodyFraming::Length(n) => Decoder::Length(n),
-            ResponseBodyFraming::Chunked => {
-                Decoder::Chunked(ChunkedDecoder::new(MAX_TRAILER_BYTES))
-            }
-            ResponseBodyFraming::UntilClose => Decoder::UntilClose,
-            ResponseBodyFraming::Empty => Decoder::Done,
-        };
+        let decoder = BodyDecoder::new(framing);
         ResponseBody {
             state: State::Streaming(Streaming {
                 wire: Exclusive(wire),
@@ -259,63 +237,37 @@ impl Streaming {
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Frame<Bytes>>, Error>> {
         loop {
             let buf = &mut self.rbuf;
-            if !buf.is_empty() {
-                match &mut self.decoder {
-                    Decoder::Length(left) => {
-                        let n = (*left).min(buf.len() as u64) as usize;
-                        *left -= n as u64;
-                        if *left == 0 {
-                            self.decoder = Decoder::Done;
-                        }
-                        return Poll::Ready(Ok(Some(Frame::data(take_bytes(buf, n)))));
-                    }
-                    Decoder::UntilClose => {
-                        let n = buf.len();
-                        return Poll::Ready(Ok(Some(Frame::data(take_bytes(buf, n)))));
-                    }
-                    Decoder::Chunked(dec) => {
-                        let (used, out) = dec
-                            .decode(buf)
-                            .map_err(|e| Error::new(ErrorKind::Protocol, e))?;
-                        match out {
-                            Decoded::Data(d) => {
-                                let len = d.len();
-                                buf.advance(used - len);
-                                return Poll::Ready(Ok(Some(Frame::data(take_bytes(buf, len)))));
-                            }
-                            Decoded::Done(trailers) => {
-                                buf.advance(used);
-                                self.decoder = Decoder::Done;
-                                return Poll::Ready(Ok(trailers.map(Frame::trailers)));
-                            }
-                            Decoded::NeedMore => buf.advance(used),
-                        }
-                    }
-                    Decoder::Done => {}
+            let (used, chunk) = self
+                .decoder
+                .decode(buf)
+                .map_err(|e| Error::new(ErrorKind::Protocol, e))?;
+            match chunk {
+                BodyChunk::Data(d) => {
+                    let len = d.len();
+                    buf.advance(used - len);
+                    return Poll::Ready(Ok(Some(Frame::data(take_bytes(buf, len)))));
                 }
-            }
-            if self.is_end() {
-                return Poll::Ready(Ok(None));
-            }
-            match ready!(self.wire.get_mut().poll_read(cx, &mut self.rbuf))? {
-                0 if matches!(self.decoder, Decoder::UntilClose) => {
-                    self.decoder = Decoder::Done;
-                    return Poll::Ready(Ok(None));
+                BodyChunk::End(trailers) => {
+                    buf.advance(used);
+                    return Poll::Ready(Ok(trailers.map(Frame::trailers)));
                 }
-                0 => {
-                    return Poll::Ready(Err(Error::new(
+                BodyChunk::NeedMore => buf.advance(used),
+            }
+            if ready!(self.wire.get_mut().poll_read(cx, &mut self.rbuf))? == 0 {
+                return match self.decoder.at_eof() {
+                    Ok(()) => Poll::Ready(Ok(None)),
+                    Err(Truncated) => Poll::Ready(Err(Error::new(
                         ErrorKind::IncompleteBody,
                         "the server closed the connection within the body",
-                    )))
-                }
-                _ => {}
+                    ))),
+                };
             }
         }
     }
 
     /// Whether nothing is left to read.
     fn is_end(&self) -> bool {
-        matches!(self.decoder, Decoder::Done)
+        self.decoder.is_done()
     }
 }
 
@@ -379,9 +331,9 @@ impl Body for ResponseBody {
         match &self.state {
             State::Done => SizeHint::with_exact(0),
             State::Full(b) => SizeHint::with_exact(b.len() as u64),
-            State::Streaming(s) => match s.decoder {
-                Decoder::Length(n) => SizeHint::with_exact(n),
-                _ => SizeHint::default(),
+            State::Streaming(s) => match s.decoder.remaining() {
+                Some(n) => SizeHint::with_exact(n),
+                None => SizeHint::default(),
             },
         }
     }

@@ -15,8 +15,7 @@ use super::pool::{Key, Pool};
 use super::upload::{Upload, UploadFailure};
 use super::Connection;
 use crate::http::h1::client::{
-    encode_request_head, parse_response_head, RequestBodyFraming, ResponseBodyFraming,
-    ResponseHead, ResponseLimits,
+    encode_request_head, parse_response_head, BodyFraming, ResponseHead, ResponseLimits,
 };
 use crate::http::h1::parse::list_elements;
 use bytes::{Buf, Bytes, BytesMut};
@@ -110,7 +109,7 @@ impl<Io: Connection> Conn<Io> {
     pub async fn exchange(
         mut self: Box<Self>,
         req: &mut Request<ReqBody>,
-        framing: RequestBodyFraming,
+        framing: BodyFraming,
         max_body: Option<u64>,
     ) -> Result<Response<ResponseBody>, Failure> {
         let method = req.method().clone();
@@ -131,7 +130,7 @@ impl<Io: Connection> Conn<Io> {
 
         let mut interim = 0;
         let head = poll_fn(|cx| self.poll_head(cx, &method, &mut interim)).await?;
-        if let (Some(limit), ResponseBodyFraming::Length(n)) = (max_body, head.framing) {
+        if let (Some(limit), BodyFraming::Length(n)) = (max_body, head.framing) {
             if n > limit {
                 return Err(Failure::Sent(Error::new(
                     ErrorKind::BodyTooLarge,
@@ -146,8 +145,8 @@ impl<Io: Connection> Conn<Io> {
         *res.headers_mut() = head.headers;
         // The whole body is here already (the usual small response), or it streams.
         let whole = match head.framing {
-            ResponseBodyFraming::Empty => Some(Bytes::new()),
-            ResponseBodyFraming::Length(n) if self.rbuf.len() as u64 >= n => {
+            BodyFraming::Empty => Some(Bytes::new()),
+            BodyFraming::Length(n) if self.rbuf.len() as u64 >= n => {
                 Some(take_bytes(&mut self.rbuf, n as usize))
             }
             _ => None,

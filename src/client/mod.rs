@@ -54,7 +54,7 @@ pub use connect::{
 };
 pub use error::{BoxError, Error, ErrorKind};
 
-use crate::http::h1::client::RequestBodyFraming;
+use crate::http::h1::client::BodyFraming;
 use body::ReqBody;
 use conn::{Conn, Failure, H1Options};
 use http::header::{HeaderValue, HOST};
@@ -278,7 +278,7 @@ impl<C: Connector> Client<C> {
 
     async fn send_inner(&self, req: Request<ReqBody>) -> Result<Response<ResponseBody>, Error> {
         let (key, mut req) = prepare(req)?;
-        let framing = RequestBodyFraming::choose(
+        let framing = BodyFraming::choose(
             req.method(),
             req.version(),
             req.headers(),

@@ -4,8 +4,8 @@
 use super::body::ReqBody;
 use super::error::{Error, ErrorKind};
 use super::Connection;
-use crate::http::h1::client::RequestBodyFraming;
-use crate::http::h1::encode::{encode_chunk_header, encode_last_chunk};
+use crate::http::h1::body::BodyEncoder;
+use crate::http::h1::client::BodyFraming;
 use bytes::Bytes;
 use http_body::Body;
 use std::io::{self, IoSlice};
@@ -58,7 +58,7 @@ fn poll_write_parts<Io: Connection>(
 pub(crate) struct Upload {
     /// A streamed body (taken from the request); `Empty` once there is nothing to take.
     body: ReqBody,
-    framing: RequestBodyFraming,
+    encoder: BodyEncoder,
     /// The frame being written: its head part (the request head, a chunk-size line), its
     /// data, its tail (a chunk's CRLF, the last chunk), and how much of them went out.
     prefix: Vec<u8>,
@@ -67,8 +67,6 @@ pub(crate) struct Upload {
     written: usize,
     /// Whether any byte reached the socket.
     any_written: bool,
-    /// Body bytes taken so far (checked against a Content-Length).
-    taken: u64,
     /// The body has ended and its end is encoded.
     finished: bool,
 }
@@ -76,20 +74,15 @@ pub(crate) struct Upload {
 impl Upload {
     /// `head` is the encoded request head; a full body is cloned (a small one copied
     /// behind the head: one write for both), a streamed one taken from `body`.
-    pub(crate) fn new(
-        mut head: Vec<u8>,
-        body: &mut ReqBody,
-        framing: RequestBodyFraming,
-    ) -> Upload {
+    pub(crate) fn new(mut head: Vec<u8>, body: &mut ReqBody, framing: BodyFraming) -> Upload {
         let mut up = Upload {
             body: ReqBody::Empty,
-            framing,
+            encoder: BodyEncoder::new(framing),
             prefix: Vec::new(),
             data: Bytes::new(),
             suffix: Vec::new(),
             written: 0,
             any_written: false,
-            taken: 0,
             finished: true,
         };
         match body {
@@ -97,11 +90,8 @@ impl Upload {
             ReqBody::Full(Some(b)) if b.len() <= INLINE_BODY => head.extend_from_slice(b),
             ReqBody::Full(Some(b)) => up.data = b.clone(),
             // A stream framed as empty has nothing to send: it is not polled.
-            ReqBody::Boxed(_)
-                if matches!(
-                    framing,
-                    RequestBodyFraming::None | RequestBodyFraming::Length(0)
-                ) => {}
+            ReqBody::Boxed(_) if matches!(framing, BodyFraming::Empty | BodyFraming::Length(0)) => {
+            }
             ReqBody::Boxed(_) => {
                 up.body = std::mem::replace(body, ReqBody::Empty);
                 up.finished = false;
@@ -165,19 +155,10 @@ impl Upload {
                 return Poll::Ready(Err(Error::new(ErrorKind::RequestBody, e)))
             }
         };
+        let body_error = |e| Poll::Ready(Err(Error::new(ErrorKind::RequestBody, e)));
         let Some(frame) = frame else {
-            match self.framing {
-                RequestBodyFraming::Chunked => encode_last_chunk(None, &mut self.suffix),
-                RequestBodyFraming::Length(n) if self.taken != n => {
-                    return Poll::Ready(Err(Error::new(
-                        ErrorKind::RequestBody,
-                        format!(
-                            "the body ended after {} of its content-length {n} bytes",
-                            self.taken
-                        ),
-                    )))
-                }
-                _ => {}
+            if let Err(e) = self.encoder.finish(None, &mut self.suffix) {
+                return body_error(e);
             }
             self.finished = true;
             return Poll::Ready(Ok(()));
@@ -187,8 +168,10 @@ impl Upload {
             Err(frame) => {
                 // Trailers end the body; only chunked framing can carry them.
                 if let Ok(trailers) = frame.into_trailers() {
-                    if self.framing == RequestBodyFraming::Chunked {
-                        encode_last_chunk(Some(&trailers), &mut self.suffix);
+                    if self.encoder.framing() == BodyFraming::Chunked {
+                        if let Err(e) = self.encoder.finish(Some(&trailers), &mut self.suffix) {
+                            return body_error(e);
+                        }
                         self.finished = true;
                     }
                 }
@@ -198,28 +181,19 @@ impl Upload {
         if data.is_empty() {
             return Poll::Ready(Ok(()));
         }
-        self.taken += data.len() as u64;
-        match self.framing {
-            RequestBodyFraming::Chunked => {
-                encode_chunk_header(data.len(), &mut self.prefix);
-                self.suffix.extend_from_slice(b"\r\n");
-            }
-            RequestBodyFraming::Length(n) if self.taken > n => {
-                return Poll::Ready(Err(Error::new(
-                    ErrorKind::RequestBody,
-                    format!("the body is longer than its content-length {n}"),
-                )))
-            }
-            // The declared length is reached: the body is complete (whether or not its
-            // stream has said so yet).
-            RequestBodyFraming::Length(n) => self.finished = self.taken == n,
-            RequestBodyFraming::None => {
-                return Poll::Ready(Err(Error::new(
-                    ErrorKind::RequestBody,
-                    "the body reported no data, then sent some",
-                )))
-            }
+        if self.encoder.framing() == BodyFraming::Empty {
+            return Poll::Ready(Err(Error::new(
+                ErrorKind::RequestBody,
+                "the body reported no data, then sent some",
+            )));
         }
+        if let Err(e) = self.encoder.begin_data(data.len(), &mut self.prefix) {
+            return body_error(e);
+        }
+        self.encoder.end_data(&mut self.suffix);
+        // The declared length is reached: the body is complete (whether or not its stream
+        // has said so yet).
+        self.finished = self.encoder.is_complete();
         self.data = data;
         Poll::Ready(Ok(()))
     }

@@ -2,11 +2,11 @@
 //!
 //! The connection pushes decoded body bytes into a small shared channel; the service reads
 //! frames from it. When the channel holds more than its bound, the connection stops reading
-//! the socket until the service catches up, so a slow consumer never makes the server
-//! buffer a whole upload. `Expect: 100-continue` is answered when the service first asks
-//! for the body.
+//! the socket until the service catches up (the reader wakes it), so a slow consumer never
+//! makes the server buffer a whole upload. The first read tells the connection the body is
+//! wanted, which is when an `Expect: 100-continue` is answered, in the response order.
 
-use crate::Conn;
+use crate::http::h1::server::{BodyFailure, BodySink};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
@@ -113,8 +113,11 @@ impl Incoming {
         }
     }
 
+    /// A body fed by a connection; `conn` is woken when the reader makes room in a full
+    /// buffer or drops the body, and (`expect_continue`: the client waits to be asked)
+    /// when it first wants the body.
     pub(crate) fn channel(
-        conn: Conn,
+        conn: Waker,
         length: Option<u64>,
         expect_continue: bool,
         limit: usize,
@@ -126,8 +129,9 @@ impl Incoming {
                 end: None,
                 reader: None,
                 reader_gone: false,
+                wanted: false,
                 expect_continue,
-                held: false,
+                full: false,
             }),
             conn,
             limit,
@@ -154,7 +158,8 @@ impl fmt::Debug for Incoming {
 
 struct BodyChan {
     state: Mutex<ChanState>,
-    conn: Conn,
+    /// The connection's waker.
+    conn: Waker,
     /// Bytes buffered before the connection holds reads.
     limit: usize,
 }
@@ -170,10 +175,12 @@ struct ChanState {
     end: Option<End>,
     reader: Option<Waker>,
     reader_gone: bool,
-    /// A `100 Continue` is owed the first time the body is read.
+    /// The reader has asked for the body.
+    wanted: bool,
+    /// The connection is to hear when the body is first wanted.
     expect_continue: bool,
-    /// The connection's reads are held because the buffer is full.
-    held: bool,
+    /// The buffer reached its bound: the connection waits for room.
+    full: bool,
 }
 
 /// The connection's end of a body channel.
@@ -182,38 +189,6 @@ pub(crate) struct BodySender {
 }
 
 impl BodySender {
-    /// Queues body bytes. Returns false when the buffer is full and the connection holds
-    /// its reads until the reader drains it. Bytes for a dropped body are discarded.
-    pub fn push(&self, data: Bytes) -> bool {
-        let mut st = self.chan.state.lock().unwrap();
-        if st.reader_gone || data.is_empty() {
-            return true;
-        }
-        st.buffered += data.len();
-        st.chunks.push_back(data);
-        let waker = st.reader.take();
-        let full = st.buffered >= self.chan.limit;
-        if full {
-            st.held = true;
-            self.chan.conn.hold_reads();
-        }
-        drop(st);
-        if let Some(w) = waker {
-            w.wake();
-        }
-        !full
-    }
-
-    /// Ends the body (with trailers, if any).
-    pub fn finish(self, trailers: Option<HeaderMap>) {
-        self.end(End::Done(trailers));
-    }
-
-    /// Ends the body with an error the reader will see.
-    pub fn fail(self, err: BodyError) {
-        self.end(End::Failed(err));
-    }
-
     fn end(&self, end: End) {
         let mut st = self.chan.state.lock().unwrap();
         if st.end.is_none() {
@@ -225,15 +200,50 @@ impl BodySender {
             w.wake();
         }
     }
+}
 
-    /// True once the service dropped its body: the rest can be discarded.
-    pub fn reader_gone(&self) -> bool {
+impl BodySink for BodySender {
+    /// Bytes for a dropped body are discarded.
+    fn push(&mut self, data: &[u8]) {
+        let mut st = self.chan.state.lock().unwrap();
+        if st.reader_gone || data.is_empty() {
+            return;
+        }
+        st.buffered += data.len();
+        st.chunks.push_back(Bytes::copy_from_slice(data));
+        st.full = st.buffered >= self.chan.limit;
+        let waker = st.reader.take();
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn has_room(&self) -> bool {
+        let st = self.chan.state.lock().unwrap();
+        st.reader_gone || !st.full
+    }
+
+    fn reader_gone(&self) -> bool {
         self.chan.state.lock().unwrap().reader_gone
     }
 
-    /// True while the service has not yet asked for a body that expects `100 Continue`.
-    pub fn awaiting_continue(&self) -> bool {
-        self.chan.state.lock().unwrap().expect_continue
+    fn wanted(&self) -> bool {
+        self.chan.state.lock().unwrap().wanted
+    }
+
+    fn finish(self, trailers: Option<HeaderMap>) {
+        self.end(End::Done(trailers));
+    }
+
+    fn fail(self, why: BodyFailure) {
+        let err = match why {
+            BodyFailure::Incomplete => BodyError::incomplete(),
+            BodyFailure::Malformed(e) => BodyError::malformed(e.to_string()),
+            BodyFailure::TooLarge(limit) => BodyError::too_large(limit),
+            BodyFailure::TimedOut => BodyError::timed_out(),
+        };
+        self.end(End::Failed(err));
     }
 }
 
@@ -265,9 +275,11 @@ impl Body for Incoming {
         let mut st = chan.state.lock().unwrap();
         if let Some(data) = st.chunks.pop_front() {
             st.buffered -= data.len();
-            if st.held && st.buffered < chan.limit / 2 {
-                st.held = false;
-                chan.conn.resume_reads();
+            if st.full && st.buffered < chan.limit / 2 {
+                // Room again: the connection reads on.
+                st.full = false;
+                drop(st);
+                chan.conn.wake_by_ref();
             }
             return Poll::Ready(Some(Ok(Frame::data(data))));
         }
@@ -286,13 +298,15 @@ impl Body for Incoming {
             }
             None => {}
         }
-        if st.expect_continue {
-            st.expect_continue = false;
-            let _ = chan.conn.send(b"HTTP/1.1 100 Continue\r\n\r\n");
-            // The client may now send; make sure the connection reads.
-            chan.conn.resume_reads();
-        }
         st.reader = Some(cx.waker().clone());
+        if !st.wanted {
+            st.wanted = true;
+            if st.expect_continue {
+                // The connection may now ask the client for the body (100 Continue).
+                drop(st);
+                chan.conn.wake_by_ref();
+            }
+        }
         Poll::Pending
     }
 
@@ -325,11 +339,11 @@ impl Drop for Incoming {
             st.reader_gone = true;
             st.chunks.clear();
             st.buffered = 0;
-            let held = std::mem::take(&mut st.held);
+            let full = std::mem::take(&mut st.full);
             drop(st);
-            if held {
+            if full {
                 // The connection discards the rest of this body (up to its drain bound).
-                chan.conn.resume_reads();
+                chan.conn.wake_by_ref();
             }
         }
     }

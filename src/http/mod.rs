@@ -94,6 +94,9 @@ pub mod fuzzing {
                 h1::parse::BodyFraming::Empty => Framing::Empty,
                 h1::parse::BodyFraming::Length(n) => Framing::Length(n),
                 h1::parse::BodyFraming::Chunked => Framing::Chunked,
+                h1::parse::BodyFraming::UntilClose => {
+                    unreachable!("a request body is never read until close")
+                }
             };
             let head = Head {
                 method: h.method,
@@ -262,10 +265,10 @@ pub mod fuzzing {
             h1::client::parse_response_head(buf, method, limits).map_err(|e| format!("{e:?}"))?;
         Ok(parsed.map(|(h, n)| {
             let framing = match h.framing {
-                h1::client::ResponseBodyFraming::Empty => ResponseFraming::Empty,
-                h1::client::ResponseBodyFraming::Length(n) => ResponseFraming::Length(n),
-                h1::client::ResponseBodyFraming::Chunked => ResponseFraming::Chunked,
-                h1::client::ResponseBodyFraming::UntilClose => ResponseFraming::UntilClose,
+                h1::body::BodyFraming::Empty => ResponseFraming::Empty,
+                h1::body::BodyFraming::Length(n) => ResponseFraming::Length(n),
+                h1::body::BodyFraming::Chunked => ResponseFraming::Chunked,
+                h1::body::BodyFraming::UntilClose => ResponseFraming::UntilClose,
             };
             let head = ResponseHead {
                 status: h.status,
@@ -289,7 +292,7 @@ pub mod fuzzing {
         body_len: Option<u64>,
         title_case: bool,
     ) -> Option<Vec<u8>> {
-        let framing = h1::client::RequestBodyFraming::choose(method, version, headers, body_len)?;
+        let framing = h1::body::BodyFraming::choose(method, version, headers, body_len)?;
         let mut out = Vec::new();
         h1::client::encode_request_head(
             method, target, version, headers, framing, title_case, &mut out,

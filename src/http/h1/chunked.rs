@@ -294,7 +294,7 @@ pub(crate) mod tests {
     use super::super::testutil::Rng;
     use super::*;
 
-    pub(crate) const DEFAULT_MAX_TRAILER_BYTES: usize = 16 * 1024;
+    pub(crate) use crate::http::h1::body::MAX_TRAILER_BYTES as DEFAULT_MAX_TRAILER_BYTES;
 
     type Body = (Vec<u8>, Option<HeaderMap>, usize);
 

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
+pub(crate) use super::body::BodyFraming;
 use super::encode::{put_dec, put_header};
 use super::parse::{list_elements, parse_content_length, HeaderSlots, TransferEncodingState};
 
@@ -65,19 +66,6 @@ impl fmt::Display for ResponseError {
 
 impl std::error::Error for ResponseError {}
 
-/// How a response body is delimited (RFC 9112 §6.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ResponseBodyFraming {
-    /// No body: a response to HEAD, 1xx, 204, 304, or `Content-Length: 0`.
-    Empty,
-    /// Exactly this many bytes (never 0).
-    Length(u64),
-    /// `Transfer-Encoding` ending in `chunked`.
-    Chunked,
-    /// Everything until the server closes the connection.
-    UntilClose,
-}
-
 /// A parsed response head.
 #[derive(Debug)]
 pub(crate) struct ResponseHead {
@@ -85,7 +73,7 @@ pub(crate) struct ResponseHead {
     pub version: Version,
     /// All header fields as received (names lowercased).
     pub headers: HeaderMap,
-    pub framing: ResponseBodyFraming,
+    pub framing: BodyFraming,
     /// Whether the connection may carry another request once this body is read.
     pub keep_alive: bool,
 }
@@ -190,26 +178,26 @@ fn build_head(
     // Transfer-Encoding overrides Content-Length; a coding other than a final chunked
     // leaves the end to the connection's close (RFC 9112 §6.3, items 3 and 4).
     let framing = if bodiless {
-        ResponseBodyFraming::Empty
+        BodyFraming::Empty
     } else if te.present {
         if te.chunked_more_than_once() {
             return Err(ResponseError::InvalidTransferEncoding);
         }
         if te.chunked_last() {
-            ResponseBodyFraming::Chunked
+            BodyFraming::Chunked
         } else {
-            ResponseBodyFraming::UntilClose
+            BodyFraming::UntilClose
         }
     } else {
         match content_length {
-            Some(0) => ResponseBodyFraming::Empty,
-            Some(n) => ResponseBodyFraming::Length(n),
-            None => ResponseBodyFraming::UntilClose,
+            Some(0) => BodyFraming::Empty,
+            Some(n) => BodyFraming::Length(n),
+            None => BodyFraming::UntilClose,
         }
     };
     // Both framings at once is how responses get smuggled, and Transfer-Encoding has no
     // place in HTTP/1.0: read this one, then close (RFC 9112 §6.1, §6.3).
-    let reusable_framing = framing != ResponseBodyFraming::UntilClose
+    let reusable_framing = framing != BodyFraming::UntilClose
         && !(te.present && (content_length.is_some() || version == Version::HTTP_10) && !bodiless);
     let keep_alive = reusable_framing
         && !close
@@ -224,18 +212,7 @@ fn build_head(
     })
 }
 
-/// How a request body is sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RequestBodyFraming {
-    /// No body, and no Content-Length (GET, HEAD, ... with nothing to send).
-    None,
-    /// `Content-Length: n` then n bytes.
-    Length(u64),
-    /// `Transfer-Encoding: chunked`.
-    Chunked,
-}
-
-impl RequestBodyFraming {
+impl BodyFraming {
     /// The framing for a body whose exact size is `exact` (if known) on a request with
     /// `method`, `version` and `headers`. A known size is announced as it is (replacing
     /// any Content-Length the caller set); for an unknown size, the caller's
@@ -252,11 +229,11 @@ impl RequestBodyFraming {
             .get(header::CONTENT_LENGTH)
             .and_then(|v| parse_content_length(v.as_bytes()).ok());
         Some(match (exact, declared) {
-            (Some(0), _) if !expects_body(method) => RequestBodyFraming::None,
-            (Some(n), _) => RequestBodyFraming::Length(n),
-            (None, Some(n)) => RequestBodyFraming::Length(n),
+            (Some(0), _) if !expects_body(method) => BodyFraming::Empty,
+            (Some(n), _) => BodyFraming::Length(n),
+            (None, Some(n)) => BodyFraming::Length(n),
             (None, None) if version == Version::HTTP_10 => return None,
-            (None, None) => RequestBodyFraming::Chunked,
+            (None, None) => BodyFraming::Chunked,
         })
     }
 }
@@ -275,7 +252,7 @@ pub(crate) fn encode_request_head(
     target: &str,
     version: Version,
     headers: &HeaderMap,
-    framing: RequestBodyFraming,
+    framing: BodyFraming,
     title_case: bool,
     out: &mut Vec<u8>,
 ) {
@@ -306,8 +283,9 @@ pub(crate) fn encode_request_head(
         }
     }
     match framing {
-        RequestBodyFraming::None => {}
-        RequestBodyFraming::Length(n) => {
+        // A request body is never delimited by closing (`choose` never picks it).
+        BodyFraming::Empty | BodyFraming::UntilClose => {}
+        BodyFraming::Length(n) => {
             out.extend_from_slice(if title_case {
                 b"Content-Length: "
             } else {
@@ -316,7 +294,7 @@ pub(crate) fn encode_request_head(
             put_dec(n, out);
             out.extend_from_slice(b"\r\n");
         }
-        RequestBodyFraming::Chunked => out.extend_from_slice(if title_case {
+        BodyFraming::Chunked => out.extend_from_slice(if title_case {
             b"Transfer-Encoding: chunked\r\n"
         } else {
             b"transfer-encoding: chunked\r\n"
@@ -349,27 +327,27 @@ mod tests {
     #[test]
     fn framing_follows_rfc_9112_section_6_3() {
         let h = parse(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nBODY");
-        assert_eq!(h.framing, ResponseBodyFraming::Length(4));
+        assert_eq!(h.framing, BodyFraming::Length(4));
         assert!(h.keep_alive);
         let h = parse(b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\nBODY");
-        assert_eq!(h.framing, ResponseBodyFraming::Chunked);
+        assert_eq!(h.framing, BodyFraming::Chunked);
         let h = parse(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\n\r\nBODY");
-        assert_eq!(h.framing, ResponseBodyFraming::UntilClose);
+        assert_eq!(h.framing, BodyFraming::UntilClose);
         assert!(!h.keep_alive);
         let h = parse(b"HTTP/1.1 200 OK\r\n\r\nBODY");
-        assert_eq!(h.framing, ResponseBodyFraming::UntilClose);
+        assert_eq!(h.framing, BodyFraming::UntilClose);
         assert!(!h.keep_alive);
         // Both framings: chunked wins, and the connection is not reused.
         let h = parse(
             b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\nBODY",
         );
-        assert_eq!(h.framing, ResponseBodyFraming::Chunked);
+        assert_eq!(h.framing, BodyFraming::Chunked);
         assert!(!h.keep_alive);
         for status in [b"204", b"304", b"100"] {
             let mut raw = b"HTTP/1.1 ".to_vec();
             raw.extend_from_slice(status);
             raw.extend_from_slice(b" X\r\ncontent-length: 9\r\n\r\nBODY");
-            assert_eq!(parse(&raw).framing, ResponseBodyFraming::Empty);
+            assert_eq!(parse(&raw).framing, BodyFraming::Empty);
         }
         let (h, _) = parse_response_head(
             b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n",
@@ -378,7 +356,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        assert_eq!(h.framing, ResponseBodyFraming::Empty);
+        assert_eq!(h.framing, BodyFraming::Empty);
         assert!(h.keep_alive);
     }
 
@@ -498,7 +476,7 @@ mod tests {
         headers.insert("x-custom-name", HeaderValue::from_static("v"));
         let mut out = Vec::new();
         let framing =
-            RequestBodyFraming::choose(&Method::POST, Version::HTTP_11, &headers, Some(3)).unwrap();
+            BodyFraming::choose(&Method::POST, Version::HTTP_11, &headers, Some(3)).unwrap();
         encode_request_head(
             &Method::POST,
             "/p?q",
@@ -514,8 +492,7 @@ mod tests {
         );
         out.clear();
         let framing =
-            RequestBodyFraming::choose(&Method::PUT, Version::HTTP_11, &HeaderMap::new(), None)
-                .unwrap();
+            BodyFraming::choose(&Method::PUT, Version::HTTP_11, &HeaderMap::new(), None).unwrap();
         encode_request_head(
             &Method::PUT,
             "/",
@@ -530,19 +507,19 @@ mod tests {
             b"PUT / HTTP/1.1\r\nHost: h\r\nX-Custom-Name: v\r\nTransfer-Encoding: chunked\r\n\r\n"
         );
         assert_eq!(
-            RequestBodyFraming::choose(&Method::GET, Version::HTTP_11, &HeaderMap::new(), Some(0)),
-            Some(RequestBodyFraming::None)
+            BodyFraming::choose(&Method::GET, Version::HTTP_11, &HeaderMap::new(), Some(0)),
+            Some(BodyFraming::Empty)
         );
         assert_eq!(
-            RequestBodyFraming::choose(&Method::POST, Version::HTTP_11, &HeaderMap::new(), Some(0)),
-            Some(RequestBodyFraming::Length(0))
+            BodyFraming::choose(&Method::POST, Version::HTTP_11, &HeaderMap::new(), Some(0)),
+            Some(BodyFraming::Length(0))
         );
         assert_eq!(
-            RequestBodyFraming::choose(&Method::POST, Version::HTTP_11, &headers, None),
-            Some(RequestBodyFraming::Length(99))
+            BodyFraming::choose(&Method::POST, Version::HTTP_11, &headers, None),
+            Some(BodyFraming::Length(99))
         );
         assert_eq!(
-            RequestBodyFraming::choose(&Method::POST, Version::HTTP_10, &HeaderMap::new(), None),
+            BodyFraming::choose(&Method::POST, Version::HTTP_10, &HeaderMap::new(), None),
             None
         );
     }

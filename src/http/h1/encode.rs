@@ -10,31 +10,9 @@
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{StatusCode, Version};
 
+pub(crate) use super::body::BodyFraming;
 use super::chunked::is_forbidden_trailer;
 use super::parse::list_elements;
-
-/// How the response body is delimited on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ResponseFraming {
-    /// No body bytes: HEAD responses, 1xx, 204, 304.
-    Empty,
-    /// `content-length: n`, then exactly n bytes.
-    Length(u64),
-    /// `transfer-encoding: chunked` (HTTP/1.1 only): `encode_chunk`... `encode_last_chunk`.
-    Chunked,
-    /// The body ends when the connection closes (unknown length to an HTTP/1.0 client).
-    /// `encode_head` then always writes `connection: close`; the caller must close after
-    /// the body.
-    CloseDelimited,
-}
-
-impl ResponseFraming {
-    /// Whether the connection must be closed after this response's body whatever
-    /// keep-alive says.
-    pub(crate) fn closes_connection(&self) -> bool {
-        matches!(self, ResponseFraming::CloseDelimited)
-    }
-}
 
 /// Picks the framing for a response (RFC 9112 §6.3): no body for HEAD, 1xx, 204 and 304;
 /// `Length` when the body size is known exactly; otherwise chunked for HTTP/1.1 and
@@ -46,19 +24,19 @@ pub(crate) fn framing_for(
     status: StatusCode,
     body_size_hint_exact: Option<u64>,
     version: Version,
-) -> ResponseFraming {
+) -> BodyFraming {
     if method_is_head
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
     {
-        ResponseFraming::Empty
+        BodyFraming::Empty
     } else if let Some(n) = body_size_hint_exact {
-        ResponseFraming::Length(n)
+        BodyFraming::Length(n)
     } else if version == Version::HTTP_11 {
-        ResponseFraming::Chunked
+        BodyFraming::Chunked
     } else {
-        ResponseFraming::CloseDelimited
+        BodyFraming::UntilClose
     }
 }
 
@@ -69,12 +47,12 @@ pub(crate) fn framing_for(
 /// - The app's headers are written as stored (names lowercase), each value on its own
 ///   line, except:
 ///   - `content-length` / `transfer-encoding` are dropped and replaced per `framing` for
-///     `Length`, `Chunked` and `CloseDelimited` (none is written for the latter), and for
+///     `Length`, `Chunked` and `UntilClose` (none is written for the latter), and for
 ///     `Empty` with a 1xx, 204 or 304 status (a 304's would have to equal the 200's, which
 ///     the server cannot know). For `Empty` with any other status (a HEAD response) the
 ///     app's values are kept, since they describe the body a GET would get.
 ///   - `connection` is dropped when the connection is to close; then `connection: close`
-///     is written. That happens when `!keep_alive` or the framing is `CloseDelimited`.
+///     is written. That happens when `!keep_alive` or the framing is `UntilClose`.
 /// - `date: <date>` is added unless the app set Date (or `date` is empty).
 /// - For an HTTP/1.0 request kept alive, `connection: keep-alive` is added (unless the
 ///   app's Connection already says so).
@@ -85,13 +63,13 @@ pub(crate) fn encode_head(
     version: Version,
     status: StatusCode,
     headers: &HeaderMap,
-    framing: &ResponseFraming,
+    framing: &BodyFraming,
     keep_alive: bool,
     date: &[u8],
     out: &mut Vec<u8>,
 ) {
     debug_assert!(
-        version == Version::HTTP_11 || !matches!(framing, ResponseFraming::Chunked),
+        version == Version::HTTP_11 || !matches!(framing, BodyFraming::Chunked),
         "chunked framing for an HTTP/1.0 client"
     );
     // Status line + date + framing + connection + final CRLF, plus the app's headers.
@@ -108,8 +86,8 @@ pub(crate) fn encode_head(
     let no_body_status = status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
-    let strip_framing = !matches!(framing, ResponseFraming::Empty) || no_body_status;
-    let close = !keep_alive || framing.closes_connection();
+    let strip_framing = !matches!(framing, BodyFraming::Empty) || no_body_status;
+    let close = !keep_alive || *framing == BodyFraming::UntilClose;
     let mut has_date = date.is_empty();
     let mut app_keep_alive = false;
 
@@ -135,13 +113,13 @@ pub(crate) fn encode_head(
         put_header(b"date", date, out);
     }
     match framing {
-        ResponseFraming::Length(n) => {
+        BodyFraming::Length(n) => {
             out.extend_from_slice(b"content-length: ");
             put_dec(*n, out);
             out.extend_from_slice(b"\r\n");
         }
-        ResponseFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-        ResponseFraming::Empty | ResponseFraming::CloseDelimited => {}
+        BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        BodyFraming::Empty | BodyFraming::UntilClose => {}
     }
     if close {
         out.extend_from_slice(b"connection: close\r\n");
@@ -259,7 +237,7 @@ mod tests {
         version: Version,
         status: u16,
         headers: &[(&'static str, &'static str)],
-        framing: ResponseFraming,
+        framing: BodyFraming,
         keep_alive: bool,
     ) -> String {
         let mut map = HeaderMap::new();
@@ -288,7 +266,7 @@ mod tests {
             V11,
             200,
             &[("content-type", "text/plain")],
-            ResponseFraming::Length(5),
+            BodyFraming::Length(5),
             true,
         );
         assert_eq!(
@@ -300,29 +278,28 @@ mod tests {
 
     #[test]
     fn status_lines() {
-        assert!(head(V11, 404, &[], ResponseFraming::Length(0), true)
+        assert!(head(V11, 404, &[], BodyFraming::Length(0), true)
             .starts_with("HTTP/1.1 404 Not Found\r\n"));
-        assert!(head(V11, 101, &[], ResponseFraming::Empty, true)
+        assert!(head(V11, 101, &[], BodyFraming::Empty, true)
             .starts_with("HTTP/1.1 101 Switching Protocols\r\n"));
-        assert!(
-            head(V11, 599, &[], ResponseFraming::Length(0), true).starts_with("HTTP/1.1 599 \r\n")
-        );
+        assert!(head(V11, 599, &[], BodyFraming::Length(0), true).starts_with("HTTP/1.1 599 \r\n"));
         // HTTP/1.0 requests get an HTTP/1.1 status line.
-        assert!(head(V10, 200, &[], ResponseFraming::Length(0), true)
-            .starts_with("HTTP/1.1 200 OK\r\n"));
-        assert!(head(V10, 500, &[], ResponseFraming::Length(0), false)
+        assert!(
+            head(V10, 200, &[], BodyFraming::Length(0), true).starts_with("HTTP/1.1 200 OK\r\n")
+        );
+        assert!(head(V10, 500, &[], BodyFraming::Length(0), false)
             .starts_with("HTTP/1.1 500 Internal Server Error\r\n"));
     }
 
     #[test]
     fn date_added_unless_present() {
-        let h = head(V11, 200, &[], ResponseFraming::Length(0), true);
+        let h = head(V11, 200, &[], BodyFraming::Length(0), true);
         assert!(h.contains("\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\n"));
         let h = head(
             V11,
             200,
             &[("date", "Mon, 01 Jan 2024 00:00:00 GMT")],
-            ResponseFraming::Length(0),
+            BodyFraming::Length(0),
             true,
         );
         assert_eq!(h.matches("date: ").count(), 1);
@@ -333,7 +310,7 @@ mod tests {
             V11,
             StatusCode::OK,
             &HeaderMap::new(),
-            &ResponseFraming::Length(0),
+            &BodyFraming::Length(0),
             true,
             b"",
             &mut out,
@@ -348,19 +325,19 @@ mod tests {
             ("transfer-encoding", "gzip"),
             ("x-a", "1"),
         ];
-        let h = head(V11, 200, &app, ResponseFraming::Length(12), true);
+        let h = head(V11, 200, &app, BodyFraming::Length(12), true);
         assert!(!h.contains("999") && !h.contains("gzip"));
         assert!(h.contains("content-length: 12\r\n"));
         assert_eq!(h.matches("content-length").count(), 1);
-        let h = head(V11, 200, &app, ResponseFraming::Chunked, true);
+        let h = head(V11, 200, &app, BodyFraming::Chunked, true);
         assert!(!h.contains("content-length") && !h.contains("gzip"));
         assert!(h.contains("transfer-encoding: chunked\r\n"));
         assert_eq!(h.matches("transfer-encoding").count(), 1);
-        let h = head(V10, 200, &app, ResponseFraming::CloseDelimited, true);
+        let h = head(V10, 200, &app, BodyFraming::UntilClose, true);
         assert!(!h.contains("content-length") && !h.contains("transfer-encoding"));
         assert!(h.contains("connection: close\r\n"));
         assert!(h.contains("x-a: 1\r\n"));
-        let h = head(V11, 200, &[], ResponseFraming::Length(u64::MAX), true);
+        let h = head(V11, 200, &[], BodyFraming::Length(u64::MAX), true);
         assert!(h.contains("content-length: 18446744073709551615\r\n"));
     }
 
@@ -371,7 +348,7 @@ mod tests {
             V11,
             200,
             &[("content-length", "42")],
-            ResponseFraming::Empty,
+            BodyFraming::Empty,
             true,
         );
         assert!(h.contains("content-length: 42\r\n"));
@@ -380,12 +357,12 @@ mod tests {
             V11,
             304,
             &[("content-length", "42")],
-            ResponseFraming::Empty,
+            BodyFraming::Empty,
             true,
         );
         assert!(!h.contains("content-length"));
         // No Content-Length invented.
-        let h = head(V11, 200, &[], ResponseFraming::Empty, true);
+        let h = head(V11, 200, &[], BodyFraming::Empty, true);
         assert!(!h.contains("content-length") && !h.contains("transfer-encoding"));
         // 204 and 1xx must not carry them.
         for s in [204, 101, 103] {
@@ -393,7 +370,7 @@ mod tests {
                 V11,
                 s,
                 &[("content-length", "42"), ("transfer-encoding", "chunked")],
-                ResponseFraming::Empty,
+                BodyFraming::Empty,
                 true,
             );
             assert!(
@@ -410,43 +387,43 @@ mod tests {
             V11,
             200,
             &[("connection", "keep-alive")],
-            ResponseFraming::Length(0),
+            BodyFraming::Length(0),
             false,
         );
         assert!(h.contains("connection: close\r\n"));
         assert!(!h.contains("keep-alive"));
         assert_eq!(h.matches("connection").count(), 1);
         // Keep-alive HTTP/1.1: nothing added.
-        let h = head(V11, 200, &[], ResponseFraming::Length(0), true);
+        let h = head(V11, 200, &[], BodyFraming::Length(0), true);
         assert!(!h.contains("connection"));
         // Keep-alive HTTP/1.0: `connection: keep-alive`, once.
-        let h = head(V10, 200, &[], ResponseFraming::Length(0), true);
+        let h = head(V10, 200, &[], BodyFraming::Length(0), true);
         assert!(h.contains("connection: keep-alive\r\n"));
         let h = head(
             V10,
             200,
             &[("connection", "Keep-Alive")],
-            ResponseFraming::Length(0),
+            BodyFraming::Length(0),
             true,
         );
         assert_eq!(h.to_ascii_lowercase().matches("keep-alive").count(), 1);
-        let h = head(V10, 200, &[], ResponseFraming::Length(0), false);
+        let h = head(V10, 200, &[], BodyFraming::Length(0), false);
         assert!(h.contains("connection: close\r\n"));
         // Upgrade responses keep the app's Connection.
         let h = head(
             V11,
             101,
             &[("connection", "upgrade"), ("upgrade", "websocket")],
-            ResponseFraming::Empty,
+            BodyFraming::Empty,
             true,
         );
         assert!(h.contains("connection: upgrade\r\nupgrade: websocket\r\n"));
-        // CloseDelimited forces close even if keep_alive was passed.
+        // UntilClose forces close even if keep_alive was passed.
         let h = head(
             V11,
             200,
             &[("connection", "keep-alive")],
-            ResponseFraming::CloseDelimited,
+            BodyFraming::UntilClose,
             true,
         );
         assert!(h.contains("connection: close\r\n") && !h.contains("keep-alive"));
@@ -478,7 +455,7 @@ mod tests {
             V11,
             StatusCode::CREATED,
             &map,
-            &ResponseFraming::Chunked,
+            &BodyFraming::Chunked,
             true,
             DATE,
             &mut out,
@@ -512,7 +489,7 @@ mod tests {
             V11,
             StatusCode::OK,
             &HeaderMap::new(),
-            &ResponseFraming::Length(1),
+            &BodyFraming::Length(1),
             true,
             DATE,
             &mut out,
@@ -524,13 +501,13 @@ mod tests {
 
     #[test]
     fn framing_choice() {
-        use ResponseFraming::*;
+        use BodyFraming::*;
         let s = StatusCode::from_u16;
         let cases = [
             (false, 200, Some(10), V11, Length(10)),
             (false, 200, Some(0), V11, Length(0)),
             (false, 200, None, V11, Chunked),
-            (false, 200, None, V10, CloseDelimited),
+            (false, 200, None, V10, UntilClose),
             (false, 200, Some(3), V10, Length(3)),
             (true, 200, Some(10), V11, Empty),
             (true, 200, None, V10, Empty),
@@ -548,8 +525,6 @@ mod tests {
                 "{head} {status} {hint:?} {v:?}"
             );
         }
-        assert!(CloseDelimited.closes_connection());
-        assert!(!Chunked.closes_connection());
     }
 
     #[test]

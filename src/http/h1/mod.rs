@@ -31,11 +31,13 @@
 //!    (and false when the request body was not fully read), then the body.
 //! 4. Close after the response if `!keep_alive` or `framing.closes_connection()`.
 
+pub(crate) mod body;
 pub(crate) mod chunked;
 pub(crate) mod client;
 pub(crate) mod date;
 pub(crate) mod encode;
 pub(crate) mod parse;
+pub(crate) mod server;
 
 #[cfg(test)]
 pub(crate) mod testutil {
@@ -63,7 +65,9 @@ pub(crate) mod testutil {
 mod tests {
     use super::chunked::tests::DEFAULT_MAX_TRAILER_BYTES;
     use super::chunked::{ChunkedDecoder, Decoded};
-    use super::encode::{encode_head, framing_for, response_wants_close, ResponseFraming};
+    use super::encode::{
+        encode_head, framing_for, response_wants_close, BodyFraming as ResponseFraming,
+    };
     use super::parse::{parse_request_head, BodyFraming, Limits};
     use http::{HeaderMap, Method, StatusCode, Version};
 
@@ -84,7 +88,7 @@ mod tests {
             let mut body = Vec::new();
             let mut trailers = None;
             match head.framing {
-                BodyFraming::Empty => {}
+                BodyFraming::Empty | BodyFraming::UntilClose => {}
                 BodyFraming::Length(len) => {
                     body.extend_from_slice(&buf[..len as usize]);
                     buf = &buf[len as usize..];
@@ -135,7 +139,7 @@ mod tests {
         .unwrap();
         let headers = HeaderMap::new();
         let framing = framing_for(false, StatusCode::OK, None, head.version);
-        assert_eq!(framing, ResponseFraming::CloseDelimited);
+        assert_eq!(framing, ResponseFraming::UntilClose);
         let keep_alive = head.keep_alive && !response_wants_close(&headers);
         let mut out = Vec::new();
         encode_head(

@@ -8,6 +8,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri, Version};
 
+pub(crate) use super::body::BodyFraming;
+
 /// Bounds on one request head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limits {
@@ -176,17 +178,6 @@ impl fmt::Display for ParseError {
 }
 
 impl std::error::Error for ParseError {}
-
-/// How the request body is delimited (RFC 9112 §6.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BodyFraming {
-    /// No body (no Content-Length and no Transfer-Encoding, or `Content-Length: 0`).
-    Empty,
-    /// Exactly this many bytes (never 0: that is `Empty`).
-    Length(u64),
-    /// `Transfer-Encoding: chunked`: use `ChunkedDecoder`.
-    Chunked,
-}
 
 /// A parsed and validated request head.
 #[derive(Debug)]

@@ -1,0 +1,934 @@
+//! The server side of an HTTP/1.1 connection as a sans-IO machine.
+//!
+//! [`ServerConn`] holds everything HTTP/1 decides about one connection: which bytes are a
+//! request head, which a body, which requests are in flight and in what order their
+//! responses go out, what each response's framing and keep-alive are, when `100 Continue`
+//! may be sent, when the connection must close, and which deadline applies. It owns no
+//! socket, thread, clock or task: the driver (`http::server`) gives it the bytes read and
+//! the time ([`Clock`]), gives it the service's responses in request order, and applies
+//! what it returns ([`Actions`]: read or hold, close, the next deadline; the bytes to write
+//! go into the caller's output buffer).
+//!
+//! The service side is behind two small traits, so the machine runs the same in the
+//! server and in the deterministic tests (`tests.rs`): [`Dispatch`] turns a parsed head
+//! into the driver's per-request state (calling the service), and [`BodySink`] takes the
+//! request body's bytes.
+
+pub(crate) use super::body::BodyFraming;
+use super::body::{BodyChunk, BodyDecoder, BodyEncoder, EncodeError};
+use super::date::DATE_LEN;
+use super::encode::{encode_head, framing_for, response_wants_close};
+use super::parse::{parse_request_head, Limits, ParseError, RequestHead};
+use crate::http::config::Config;
+use bytes::Buf;
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// The interim response a client that sent `Expect: 100-continue` waits for.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// The round's time, and where its Date header comes from: the machine never reads a
+/// clock itself.
+#[derive(Clone, Copy)]
+pub(crate) struct Clock {
+    pub now: Instant,
+    /// The current IMF-fixdate (the driver caches it per round; tests fix it).
+    pub date: fn() -> [u8; DATE_LEN],
+}
+
+/// Why a request body ended before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyFailure {
+    /// The client closed the connection (or the body was dropped unfinished).
+    Incomplete,
+    /// Bad chunked framing.
+    Malformed(ParseError),
+    /// More than `max_body_size` bytes.
+    TooLarge(u64),
+    /// No body bytes within `body_read_timeout`.
+    TimedOut,
+}
+
+/// Where a request body's bytes go (the service's body stream, in the server).
+pub(crate) trait BodySink {
+    /// Takes body bytes (discarding them if the reader is gone).
+    fn push(&mut self, data: &[u8]);
+    /// Whether more may be pushed now; if not, the machine stops reading until it may
+    /// (the driver is woken when the reader catches up).
+    fn has_room(&self) -> bool;
+    /// The reader dropped the body: the rest is read only to be discarded.
+    fn reader_gone(&self) -> bool;
+    /// The reader asked for the body (so an owed `100 Continue` may go out).
+    fn wanted(&self) -> bool;
+    fn finish(self, trailers: Option<HeaderMap>);
+    fn fail(self, why: BodyFailure);
+}
+
+/// A request's body, as the driver is to make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NewBody {
+    /// The exact length, when Content-Length framed it.
+    pub length: Option<u64>,
+    /// The client waits for `100 Continue` before it sends the body: the sink's `wanted`
+    /// is to wake the driver when it turns true.
+    pub expect_continue: bool,
+}
+
+/// What the driver made of a request.
+pub(crate) struct Dispatched<X, B> {
+    pub exchange: X,
+    /// The body's sink: required when the request has a body.
+    pub body: Option<B>,
+    /// False when the service was not ready: no request after this one is parsed (and
+    /// reads are held) until the driver calls [`ServerConn::unpark`].
+    pub called: bool,
+}
+
+/// The driver's side of dispatching requests.
+pub(crate) trait Dispatch {
+    /// The driver's per-request state (the service's future, then its response).
+    type Exchange;
+    type Body: BodySink;
+    /// Whether an upgrade request is handed to another owner ([`ServerConn::take_upgrade`])
+    /// rather than answered as a plain request.
+    const HANDS_OFF_UPGRADES: bool;
+
+    /// A request head arrived: call the service (or park the request if it is not ready).
+    fn dispatch(
+        &mut self,
+        head: RequestHead,
+        body: Option<NewBody>,
+    ) -> Dispatched<Self::Exchange, Self::Body>;
+
+    /// Called when a request with no body left to read is the only one in flight: most
+    /// handlers answer in their first poll, and writing now frees the request and its
+    /// response before the next pipelined request is parsed (so they are not all held at
+    /// once).
+    fn write_front(&mut self, conn: &mut ServerConn<Self::Body, Self::Exchange>, out: &mut Vec<u8>);
+}
+
+/// What the driver is to do after a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Actions {
+    /// Read the socket (false: hold reads).
+    pub read: bool,
+    /// Close once the output is written.
+    pub close: bool,
+    /// Call [`ServerConn::end_round`] again at this time (a timeout).
+    pub deadline: Option<Instant>,
+    /// Bytes are kept that can be parsed now: run [`ServerConn::receive`] with no new
+    /// input.
+    pub parse_kept: bool,
+}
+
+/// What comes after a response has been written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum After {
+    /// The next response may follow.
+    Next,
+    /// The connection closes after this response; nothing else is written.
+    Close,
+}
+
+/// What [`ServerConn::begin_response`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Started {
+    /// The response had no body and is complete.
+    Done(After),
+    /// The head is written; the body follows with this framing (`write_data`,
+    /// `finish_body`).
+    Body(BodyFraming),
+}
+
+/// The response at the front of the queue, as the driver sees it.
+pub(crate) enum Front<'a, X> {
+    /// Nothing of its response is written yet.
+    Pending(&'a mut X),
+    /// Its head is written; its body is being written.
+    Writing(&'a mut X),
+    /// An error the machine answers itself (`write_canned`).
+    Canned,
+}
+
+/// What is being read.
+enum Reading<B> {
+    /// Between requests, or within a head (`started`: when its first byte came, for the
+    /// header-read timeout).
+    Head { started: Option<Instant> },
+    /// The body of the last request in the queue.
+    Body(Box<BodyIn<B>>),
+    /// An upgrade request waits, unparsed in `kept`, for the responses before it.
+    UpgradeWaits,
+    /// The upgrade request and everything after it are in `kept`, for the new owner.
+    Upgraded,
+    /// Nothing more is read (a last request, the peer's end, an error, shutdown): what
+    /// arrives is discarded, and the connection closes once the queue is written.
+    Stopped,
+}
+
+struct BodyIn<B> {
+    sink: B,
+    decoder: BodyDecoder,
+    received: u64,
+    /// When body bytes last arrived.
+    progress: Instant,
+    cont: Continue,
+    /// The request said it is the last one: stop reading after its body.
+    last: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Continue {
+    NotExpected,
+    /// The client waits for `100 Continue` before it sends the body.
+    Owed,
+    Sent,
+}
+
+/// One request in flight.
+struct Slot<X> {
+    version: Version,
+    head_only: bool,
+    keep_alive: bool,
+    state: SlotState<X>,
+}
+
+enum SlotState<X> {
+    Pending(X),
+    Writing(X, BodyEncoder),
+    Canned(StatusCode),
+}
+
+/// One HTTP/1.1 server connection's protocol state. `B` is the request body sink, `X` the
+/// driver's per-request state.
+pub(crate) struct ServerConn<B, X> {
+    /// Unparsed bytes kept across rounds (empty, without capacity, when idle).
+    kept: Vec<u8>,
+    reading: Reading<B>,
+    /// Requests in flight, in order; their responses go out in this order.
+    queue: VecDeque<Slot<X>>,
+    /// The last request in the queue waits for the service to be ready.
+    parked: bool,
+    served: usize,
+    /// When the queue last became empty (for the idle timeout).
+    idle_since: Instant,
+}
+
+impl<B: BodySink, X> ServerConn<B, X> {
+    pub(crate) fn new(now: Instant) -> ServerConn<B, X> {
+        ServerConn {
+            kept: Vec::new(),
+            reading: Reading::Head { started: None },
+            queue: VecDeque::new(),
+            parked: false,
+            served: 0,
+            idle_since: now,
+        }
+    }
+
+    /// Takes bytes read from the socket (empty: go on with the bytes kept), parses every
+    /// request it can, feeds bodies and dispatches requests; responses the driver writes
+    /// meanwhile (`Dispatch::write_front`) and errors the machine answers go into `out`.
+    pub(crate) fn receive<D>(
+        &mut self,
+        clock: Clock,
+        data: &[u8],
+        cfg: &Config,
+        d: &mut D,
+        out: &mut Vec<u8>,
+    ) where
+        D: Dispatch<Body = B, Exchange = X>,
+    {
+        if self.kept.is_empty() {
+            let used = self.process(clock, data, cfg, d, out);
+            if used < data.len() {
+                self.kept.extend_from_slice(&data[used..]);
+            }
+        } else {
+            let mut buf = std::mem::take(&mut self.kept);
+            buf.extend_from_slice(data);
+            let used = self.process(clock, &buf, cfg, d, out);
+            buf.drain(..used);
+            self.kept = buf;
+        }
+        if self.kept.is_empty() && self.kept.capacity() > 0 {
+            self.kept = Vec::new();
+        }
+    }
+
+    /// Parses requests and feeds bodies from `input`; returns the bytes used.
+    fn process<D>(
+        &mut self,
+        clock: Clock,
+        input: &[u8],
+        cfg: &Config,
+        d: &mut D,
+        out: &mut Vec<u8>,
+    ) -> usize
+    where
+        D: Dispatch<Body = B, Exchange = X>,
+    {
+        let mut pos = 0;
+        loop {
+            match &mut self.reading {
+                // Nothing after a request we will not answer normally is read.
+                Reading::Stopped => return input.len(),
+                Reading::Upgraded => return pos,
+                Reading::Body(_) => {
+                    pos += self.feed_body(clock.now, &input[pos..], cfg);
+                    if matches!(self.reading, Reading::Body(_)) {
+                        return pos;
+                    }
+                    continue;
+                }
+                Reading::UpgradeWaits if !self.queue.is_empty() => return pos,
+                Reading::UpgradeWaits => self.reading = Reading::Head { started: None },
+                Reading::Head { .. } => {}
+            }
+            if pos == input.len() || self.parked || self.queue.len() >= cfg.max_pipelined {
+                return pos;
+            }
+            match parse_request_head(&input[pos..], &head_limits(cfg)) {
+                Ok(None) => {
+                    if let Reading::Head { started } = &mut self.reading {
+                        started.get_or_insert(clock.now);
+                    }
+                    return pos;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "bad request head");
+                    self.answer_error(e.status(), Version::HTTP_11);
+                    return input.len();
+                }
+                Ok(Some((head, used))) => {
+                    self.reading = Reading::Head { started: None };
+                    if head.upgrade && D::HANDS_OFF_UPGRADES {
+                        // The new owner takes the connection from this request on, once
+                        // the responses before it are written.
+                        self.reading = if self.queue.is_empty() {
+                            Reading::Upgraded
+                        } else {
+                            Reading::UpgradeWaits
+                        };
+                        return pos;
+                    }
+                    pos += used;
+                    self.start_request(clock, head, cfg, d, out);
+                }
+            }
+        }
+    }
+
+    fn start_request<D>(
+        &mut self,
+        clock: Clock,
+        head: RequestHead,
+        cfg: &Config,
+        d: &mut D,
+        out: &mut Vec<u8>,
+    ) where
+        D: Dispatch<Body = B, Exchange = X>,
+    {
+        // An upgrade answered as a plain request ends the connection: its client may
+        // already speak the new protocol.
+        let mut keep_alive = head.keep_alive && !head.upgrade;
+        self.served += 1;
+        if cfg
+            .max_requests_per_connection
+            .is_some_and(|max| self.served >= max)
+        {
+            keep_alive = false;
+        }
+        let version = head.version;
+        let framing = head.framing;
+        if let (Some(max), BodyFraming::Length(n)) = (cfg.max_body_size, framing) {
+            if n > max {
+                self.answer_error(StatusCode::PAYLOAD_TOO_LARGE, version);
+                return;
+            }
+        }
+        let expect_continue = head.expect_continue;
+        let body = match framing {
+            BodyFraming::Empty | BodyFraming::Length(0) | BodyFraming::UntilClose => None,
+            BodyFraming::Length(n) => Some(NewBody {
+                length: Some(n),
+                expect_continue,
+            }),
+            BodyFraming::Chunked => Some(NewBody {
+                length: None,
+                expect_continue,
+            }),
+        };
+        let head_only = head.method == Method::HEAD;
+        let cont = if expect_continue {
+            Continue::Owed
+        } else {
+            Continue::NotExpected
+        };
+        let Dispatched {
+            exchange,
+            body: sink,
+            called,
+        } = d.dispatch(head, body);
+        match sink {
+            Some(sink) if body.is_some() => {
+                self.reading = Reading::Body(Box::new(BodyIn {
+                    sink,
+                    decoder: BodyDecoder::new(framing),
+                    received: 0,
+                    progress: clock.now,
+                    cont,
+                    last: !keep_alive,
+                }));
+            }
+            _ if !keep_alive => self.reading = Reading::Stopped,
+            _ => {}
+        }
+        self.parked = !called;
+        self.queue.push_back(Slot {
+            version,
+            head_only,
+            keep_alive,
+            state: SlotState::Pending(exchange),
+        });
+        if called && self.queue.len() == 1 && !matches!(self.reading, Reading::Body(_)) {
+            // Not while the request's body is still to come: a bad body changes the answer.
+            d.write_front(self, out);
+        }
+    }
+
+    /// Queues a response the machine makes itself, and stops reading requests.
+    fn answer_error(&mut self, status: StatusCode, version: Version) {
+        self.reading = Reading::Stopped;
+        self.queue.push_back(Slot {
+            version,
+            head_only: false,
+            keep_alive: false,
+            state: SlotState::Canned(status),
+        });
+    }
+
+    /// Feeds request body bytes to the sink; returns the bytes used.
+    fn feed_body(&mut self, now: Instant, input: &[u8], cfg: &Config) -> usize {
+        let Reading::Body(body) = &mut self.reading else {
+            return 0;
+        };
+        if !input.is_empty() {
+            body.progress = now;
+        }
+        let mut pos = 0;
+        loop {
+            if !body.sink.reader_gone() && !body.sink.has_room() {
+                // The service is behind: keep the rest for later.
+                return pos;
+            }
+            match body.decoder.decode(&input[pos..]) {
+                Ok((used, BodyChunk::Data(data))) => {
+                    pos += used;
+                    body.received += data.len() as u64;
+                    if let Some(max) = cfg.max_body_size.filter(|max| body.received > *max) {
+                        self.end_body(Err(BodyFailure::TooLarge(max)));
+                        return input.len();
+                    }
+                    body.sink.push(data);
+                }
+                Ok((used, BodyChunk::End(trailers))) => {
+                    self.end_body(Ok(trailers));
+                    return pos + used;
+                }
+                Ok((used, BodyChunk::NeedMore)) => return pos + used,
+                Err(e) => {
+                    tracing::debug!(error = %e, "bad chunked request body");
+                    self.end_body(Err(BodyFailure::Malformed(e)));
+                    // The body is the last request's: answer it with the error if none of
+                    // its response went out yet, else close after it. Never a second
+                    // response for one request.
+                    if let Some(slot) = self.queue.back_mut() {
+                        slot.keep_alive = false;
+                        if let SlotState::Pending(_) = slot.state {
+                            slot.state = SlotState::Canned(e.status());
+                            self.parked = false;
+                        }
+                    }
+                    return input.len();
+                }
+            }
+        }
+    }
+
+    /// Ends the body being read: a complete one goes on to the next request (or stops
+    /// reading after a last one), a failed one stops reading.
+    fn end_body(&mut self, result: Result<Option<HeaderMap>, BodyFailure>) {
+        let next = match (&self.reading, &result) {
+            (Reading::Body(b), Ok(_)) if !b.last => Reading::Head { started: None },
+            _ => Reading::Stopped,
+        };
+        if let Reading::Body(b) = std::mem::replace(&mut self.reading, next) {
+            match result {
+                Ok(trailers) => b.sink.finish(trailers),
+                Err(why) => b.sink.fail(why),
+            }
+        }
+    }
+
+    /// The service became ready and took the parked request: parsing goes on.
+    pub(crate) fn unpark(&mut self) {
+        self.parked = false;
+    }
+
+    /// The peer finished sending (EOF): a body in progress fails, nothing more is read,
+    /// and the connection closes once the queue is written.
+    pub(crate) fn peer_closed(&mut self) {
+        if matches!(self.reading, Reading::Body(_)) {
+            self.end_body(Err(BodyFailure::Incomplete));
+        }
+        self.reading = Reading::Stopped;
+    }
+
+    /// Graceful shutdown: no new request is read; those in flight are answered (the last
+    /// with `connection: close`).
+    pub(crate) fn drain(&mut self) {
+        match &mut self.reading {
+            Reading::Body(b) => b.last = true,
+            Reading::Head { .. } | Reading::UpgradeWaits => self.reading = Reading::Stopped,
+            Reading::Upgraded | Reading::Stopped => {}
+        }
+    }
+
+    /// Once an upgrade request is next: the bytes from it on, for the upgrade's new owner
+    /// (the machine is done with the connection).
+    pub(crate) fn take_upgrade(&mut self) -> Option<Vec<u8>> {
+        if !matches!(self.reading, Reading::Upgraded) {
+            return None;
+        }
+        self.reading = Reading::Stopped;
+        Some(std::mem::take(&mut self.kept))
+    }
+
+    /// Whether no more requests will be read after those in the queue.
+    fn reads_no_more(&self) -> bool {
+        match &self.reading {
+            Reading::Stopped => true,
+            Reading::Body(b) => b.last,
+            _ => false,
+        }
+    }
+
+    /// The driver's state of every request in flight (to poll their futures).
+    pub(crate) fn exchanges_mut(&mut self) -> impl Iterator<Item = &mut X> {
+        self.queue.iter_mut().filter_map(|s| match &mut s.state {
+            SlotState::Pending(x) | SlotState::Writing(x, _) => Some(x),
+            SlotState::Canned(_) => None,
+        })
+    }
+
+    /// The driver's state of the last request (the one a parked request is).
+    pub(crate) fn last_mut(&mut self) -> Option<&mut X> {
+        match &mut self.queue.back_mut()?.state {
+            SlotState::Pending(x) | SlotState::Writing(x, _) => Some(x),
+            SlotState::Canned(_) => None,
+        }
+    }
+
+    pub(crate) fn is_parked(&self) -> bool {
+        self.parked
+    }
+
+    /// The response to write next. Before it, an owed `100 Continue` goes out here once
+    /// the service has asked for the body and every earlier response is written.
+    pub(crate) fn front(&mut self, out: &mut Vec<u8>) -> Option<Front<'_, X>> {
+        if self.queue.len() == 1 {
+            if let (Reading::Body(b), Some(SlotState::Pending(_))) =
+                (&mut self.reading, self.queue.front().map(|s| &s.state))
+            {
+                if b.cont == Continue::Owed && b.sink.wanted() {
+                    b.cont = Continue::Sent;
+                    out.extend_from_slice(CONTINUE);
+                }
+            }
+        }
+        Some(match &mut self.queue.front_mut()?.state {
+            SlotState::Pending(x) => Front::Pending(x),
+            SlotState::Writing(x, _) => Front::Writing(x),
+            SlotState::Canned(_) => Front::Canned,
+        })
+    }
+
+    /// Writes the head of the front response (`Front::Pending`), deciding its framing and
+    /// whether the connection stays open. `exact`: the body's exact size, if known.
+    pub(crate) fn begin_response(
+        &mut self,
+        clock: Clock,
+        parts: &mut http::response::Parts,
+        exact: Option<u64>,
+        out: &mut Vec<u8>,
+    ) -> Started {
+        let last_before_close = self.reads_no_more() && self.queue.len() == 1;
+        // Answered without the body the client was never told to send: whether it sends
+        // it anyway cannot be known, so the connection is not reused.
+        let body_unsent = self.queue.len() == 1
+            && matches!(&self.reading, Reading::Body(b) if b.cont == Continue::Owed);
+        let Some(slot) = self.queue.front_mut() else {
+            return Started::Done(After::Close);
+        };
+        // A body of unknown size whose app set a Content-Length (tower-http's ServeDir
+        // does) is sent with that length, held to it.
+        let exact = exact.or_else(|| declared_length(&parts.headers));
+        if slot.head_only
+            && !parts.status.is_informational()
+            && parts.status != StatusCode::NO_CONTENT
+            && parts.status != StatusCode::NOT_MODIFIED
+            && !parts.headers.contains_key(header::CONTENT_LENGTH)
+            && !parts.headers.contains_key(header::TRANSFER_ENCODING)
+        {
+            // HEAD: the Content-Length a GET would get (as hyper does).
+            if let Some(n) = exact.filter(|n| *n > 0) {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+            }
+        }
+        let framing = framing_for(slot.head_only, parts.status, exact, slot.version);
+        slot.keep_alive = slot.keep_alive
+            && !body_unsent
+            && !last_before_close
+            && framing != BodyFraming::UntilClose
+            // An app that says `connection: close` gets it.
+            && !response_wants_close(&parts.headers);
+        let date = (clock.date)();
+        encode_head(
+            slot.version,
+            parts.status,
+            &parts.headers,
+            &framing,
+            slot.keep_alive,
+            &date,
+            out,
+        );
+        if framing == BodyFraming::Empty {
+            return Started::Done(self.complete_front(clock.now));
+        }
+        let state = std::mem::replace(&mut slot.state, SlotState::Canned(StatusCode::OK));
+        slot.state = match state {
+            SlotState::Pending(x) | SlotState::Writing(x, _) => {
+                SlotState::Writing(x, BodyEncoder::new(framing))
+            }
+            canned => canned,
+        };
+        Started::Body(framing)
+    }
+
+    fn encoder(&mut self) -> Option<&mut BodyEncoder> {
+        match &mut self.queue.front_mut()?.state {
+            SlotState::Writing(_, enc) => Some(enc),
+            _ => None,
+        }
+    }
+
+    /// Body bytes still owed by the front response, under `Length` framing.
+    pub(crate) fn body_remaining(&mut self) -> Option<u64> {
+        self.encoder()?.remaining()
+    }
+
+    /// Writes a piece of the front response's body (`Front::Writing`), framed. An error
+    /// (more than its Content-Length) means: `abort_response`.
+    pub(crate) fn write_data(
+        &mut self,
+        data: &mut impl Buf,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
+        let len = data.remaining();
+        let Some(enc) = self.encoder() else {
+            return Ok(());
+        };
+        out.reserve(len + 20);
+        if !enc.begin_data(len, out)? {
+            data.advance(len);
+            return Ok(());
+        }
+        while data.has_remaining() {
+            let c = data.chunk();
+            out.extend_from_slice(c);
+            let n = c.len();
+            data.advance(n);
+        }
+        enc.end_data(out);
+        Ok(())
+    }
+
+    /// Counts `len` body bytes the driver sent itself (a file, by `sendfile`) for the
+    /// front response.
+    pub(crate) fn sent_elsewhere(&mut self, len: u64) -> Result<(), EncodeError> {
+        match self.encoder() {
+            Some(enc) => enc.count_sent(len),
+            None => Ok(()),
+        }
+    }
+
+    /// Ends the front response's body (with trailers, which only a chunked body carries).
+    pub(crate) fn finish_body(
+        &mut self,
+        clock: Clock,
+        trailers: Option<&HeaderMap>,
+        out: &mut Vec<u8>,
+    ) -> Result<After, EncodeError> {
+        if let Some(enc) = self.encoder() {
+            enc.finish(trailers, out)?;
+        }
+        Ok(self.complete_front(clock.now))
+    }
+
+    /// The front response's body failed after its head went out: only closing tells the
+    /// client. Nothing else is written.
+    pub(crate) fn abort_response(&mut self) {
+        self.queue.clear();
+        self.parked = false;
+        if matches!(self.reading, Reading::Body(_)) {
+            self.end_body(Err(BodyFailure::Incomplete));
+        }
+        self.reading = Reading::Stopped;
+    }
+
+    /// Answers the front request with an error response the driver chose (the service
+    /// failed or panicked); `close`: end the connection after it.
+    pub(crate) fn respond_error(
+        &mut self,
+        clock: Clock,
+        status: StatusCode,
+        close: bool,
+        out: &mut Vec<u8>,
+    ) -> After {
+        let last_before_close = self.reads_no_more() && self.queue.len() == 1;
+        let Some(slot) = self.queue.front_mut() else {
+            return After::Close;
+        };
+        slot.keep_alive = slot.keep_alive && !close && !last_before_close;
+        error_response(status, slot.version, slot.keep_alive, &(clock.date)(), out);
+        self.complete_front(clock.now)
+    }
+
+    /// Writes the front response when it is one the machine answers itself
+    /// (`Front::Canned`); the connection closes after it.
+    pub(crate) fn write_canned(&mut self, clock: Clock, out: &mut Vec<u8>) -> After {
+        if let Some(Slot {
+            version,
+            state: SlotState::Canned(status),
+            ..
+        }) = self.queue.front()
+        {
+            error_response(*status, *version, false, &(clock.date)(), out);
+            if let Some(slot) = self.queue.front_mut() {
+                slot.keep_alive = false;
+            }
+        }
+        self.complete_front(clock.now)
+    }
+
+    /// The front response is written: the next one may follow, or the connection closes.
+    fn complete_front(&mut self, now: Instant) -> After {
+        let keep_alive = self.queue.pop_front().is_some_and(|s| s.keep_alive);
+        if self.queue.is_empty() {
+            self.idle_since = now;
+        }
+        if keep_alive {
+            return After::Next;
+        }
+        // Nothing after a response that closes the connection is written or read (bar
+        // the rest of a body still arriving, read to be discarded before the close).
+        self.queue.clear();
+        self.parked = false;
+        match &mut self.reading {
+            Reading::Body(b) => b.last = true,
+            _ => self.reading = Reading::Stopped,
+        }
+        After::Close
+    }
+
+    /// After the round's writes: the timeouts that expired (a 408 goes into `out`), what
+    /// to do with reads, whether to close, and the next deadline. `reads_paused`: the
+    /// connection holds reads for its output backlog (then the client is waiting on us,
+    /// not we on it).
+    pub(crate) fn end_round(
+        &mut self,
+        clock: Clock,
+        cfg: &Config,
+        reads_paused: bool,
+        out: &mut Vec<u8>,
+    ) -> Actions {
+        self.drop_long_unread_body(cfg);
+        let deadline = match self.deadline(cfg, reads_paused) {
+            Some((at, kind)) if clock.now >= at => {
+                self.timed_out(kind, clock, out);
+                None
+            }
+            Some((at, _)) => Some(at),
+            None => None,
+        };
+        Actions {
+            read: self.wants_read(cfg),
+            close: self.should_close(),
+            deadline,
+            parse_kept: !self.kept.is_empty() && self.can_parse_kept(cfg),
+        }
+    }
+
+    /// A body nobody reads is discarded as it arrives, up to `max_drain_bytes` after its
+    /// response: past that, closing beats reading it all.
+    fn drop_long_unread_body(&mut self, cfg: &Config) {
+        if !self.queue.is_empty() {
+            return;
+        }
+        let Reading::Body(b) = &self.reading else {
+            return;
+        };
+        if !b.sink.reader_gone() {
+            return;
+        }
+        let left = b.decoder.remaining().unwrap_or(b.received);
+        if left > cfg.max_drain_bytes {
+            self.end_body(Err(BodyFailure::Incomplete));
+        }
+    }
+
+    fn wants_read(&self, cfg: &Config) -> bool {
+        match &self.reading {
+            Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
+            Reading::Body(b) => b.sink.reader_gone() || b.sink.has_room(),
+            Reading::UpgradeWaits | Reading::Upgraded => false,
+            Reading::Stopped => true,
+        }
+    }
+
+    /// Whether kept bytes wait on something that no longer holds them back.
+    fn can_parse_kept(&self, cfg: &Config) -> bool {
+        match &self.reading {
+            Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
+            Reading::Body(b) => b.sink.reader_gone() || b.sink.has_room(),
+            Reading::UpgradeWaits => self.queue.is_empty(),
+            Reading::Upgraded | Reading::Stopped => false,
+        }
+    }
+
+    fn should_close(&self) -> bool {
+        if !self.queue.is_empty() {
+            return false;
+        }
+        match &self.reading {
+            Reading::Stopped => true,
+            // A body the client was never told to send will not come.
+            Reading::Body(b) => b.last && b.cont == Continue::Owed,
+            _ => false,
+        }
+    }
+
+    /// The deadline that applies now, if any.
+    fn deadline(&mut self, cfg: &Config, reads_paused: bool) -> Option<(Instant, Timeout)> {
+        let busy = !self.queue.is_empty() || !matches!(self.reading, Reading::Head { .. });
+        if let Reading::Head { started } = &mut self.reading {
+            if busy || reads_paused {
+                // A partial head behind requests in progress waits on us, not on the
+                // client: its clock starts when we read again.
+                *started = None;
+            }
+        }
+        match &self.reading {
+            Reading::Head {
+                started: Some(started),
+            } => cfg
+                .header_read_timeout
+                .map(|t| (*started + t, Timeout::Head)),
+            Reading::Head { started: None } if !busy => cfg
+                .idle_timeout
+                .map(|t| (self.idle_since + t, Timeout::Idle)),
+            Reading::Body(b)
+                if b.cont != Continue::Owed
+                    && !reads_paused
+                    && (b.sink.reader_gone() || b.sink.has_room()) =>
+            {
+                cfg.body_read_timeout
+                    .map(|t| (b.progress + t, Timeout::Body))
+            }
+            _ => None,
+        }
+    }
+
+    fn timed_out(&mut self, kind: Timeout, clock: Clock, out: &mut Vec<u8>) {
+        match kind {
+            Timeout::Head => {
+                tracing::debug!("request head not received in time");
+                self.kept = Vec::new();
+                error_response(
+                    StatusCode::REQUEST_TIMEOUT,
+                    Version::HTTP_11,
+                    false,
+                    &(clock.date)(),
+                    out,
+                );
+                self.reading = Reading::Stopped;
+            }
+            Timeout::Body => {
+                // The service sees the failure and answers; then the connection closes.
+                tracing::debug!("request body stalled");
+                self.end_body(Err(BodyFailure::TimedOut));
+            }
+            Timeout::Idle => self.reading = Reading::Stopped,
+        }
+    }
+}
+
+/// Which timeout a deadline stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timeout {
+    Head,
+    Body,
+    Idle,
+}
+
+fn head_limits(cfg: &Config) -> Limits {
+    Limits {
+        max_head_bytes: cfg.max_head_bytes,
+        max_headers: cfg.max_headers,
+        max_uri_len: cfg.max_uri_len,
+    }
+}
+
+/// The app's own Content-Length, if it set exactly one valid value and no
+/// Transfer-Encoding.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return None;
+    }
+    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()?.trim().parse().ok()
+}
+
+/// A complete plain-text response for an error the server answers itself.
+fn error_response(
+    status: StatusCode,
+    version: Version,
+    keep_alive: bool,
+    date: &[u8],
+    out: &mut Vec<u8>,
+) {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    let body = status.canonical_reason().unwrap_or("error").as_bytes();
+    encode_head(
+        version,
+        status,
+        &headers,
+        &BodyFraming::Length(body.len() as u64),
+        keep_alive,
+        date,
+        out,
+    );
+    out.extend_from_slice(body);
+}
