@@ -25,6 +25,9 @@ use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
 use std::collections::VecDeque;
 use std::time::Instant;
 
+#[cfg(test)]
+mod tests;
+
 /// The interim response a client that sent `Expect: 100-continue` waits for.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
