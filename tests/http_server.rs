@@ -839,6 +839,39 @@ fn pipelined_responses_in_request_order() {
     });
 }
 
+/// Issue 11, bug 1: behind a service that is not ready (tower's `ConcurrencyLimit` held by
+/// a slow request on another connection), two pipelined GETs both get answered once it is
+/// ready, without the client sending more (they stalled until the idle timeout).
+#[test]
+fn pipelined_requests_behind_a_service_that_is_not_ready() {
+    let _g = shared();
+    bounded(LIMIT, || {
+        let app = tower::ServiceBuilder::new()
+            .concurrency_limit(1)
+            .service(router());
+        let addr = start(app, Config::default());
+        let mut slow = Client::connect(addr);
+        slow.send(b"GET /sleep/300/slow HTTP/1.1\r\nHost: t\r\n\r\n");
+        thread::sleep(Duration::from_millis(50));
+        let mut c = Client::connect_within(addr, Duration::from_secs(3));
+        let t0 = Instant::now();
+        c.send(
+            b"GET /id/one HTTP/1.1\r\nHost: t\r\n\r\n\
+              GET /id/two HTTP/1.1\r\nHost: t\r\n\r\n",
+        );
+        assert_eq!(c.response().text(), "id=one");
+        assert_eq!(c.response().text(), "id=two");
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(150),
+            "not held back at all: {took:?}"
+        );
+        assert_eq!(slow.response().text(), "id=slow");
+        // The connection goes on.
+        assert_eq!(c.get("/id/three").text(), "id=three");
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // 4. Panics
 // ---------------------------------------------------------------------------------------
@@ -1175,6 +1208,28 @@ fn expect_continue_is_sent_when_the_handler_reads() {
         assert_eq!(r.status, 100);
         c.send(b"abc");
         assert_eq!(c.response().text(), "abc");
+    });
+}
+
+/// Issue 11, bug 2: the `100 Continue` of a pipelined upload goes out after the responses
+/// before it, not ahead of them as soon as its handler reads the body.
+#[test]
+fn expect_continue_waits_for_earlier_pipelined_responses() {
+    let _g = shared();
+    bounded(LIMIT, || {
+        let addr = start(router(), Config::default());
+        let mut c = Client::connect(addr);
+        c.send(
+            b"GET /sleep/200/first HTTP/1.1\r\nHost: t\r\n\r\n\
+              POST /echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+        );
+        let r = c.response();
+        assert_eq!((r.status, r.text().as_str()), (200, "id=first"), "{r:?}");
+        assert_eq!(c.response().status, 100);
+        c.send(b"abc");
+        let r = c.response();
+        assert_eq!((r.status, r.text().as_str()), (200, "abc"));
+        assert!(!r.closes());
     });
 }
 
