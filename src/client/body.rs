@@ -1,7 +1,6 @@
 //! Request bodies as the connection sends them, and [`ResponseBody`], which streams the
 //! response while driving its connection.
 
-use super::conn::take_bytes;
 use super::error::{BoxError, Error, ErrorKind};
 use crate::http::h1::body::{BodyChunk, BodyDecoder, BodyFraming, Truncated};
 use bytes::{Buf, Bytes, BytesMut};
@@ -342,5 +341,17 @@ impl Body for ResponseBody {
 impl fmt::Debug for ResponseBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ResponseBody").finish_non_exhaustive()
+    }
+}
+
+/// The first `n` bytes of `buf`, as their own `Bytes`. Small runs are copied, so the read
+/// buffer stays unshared and is reused in place; large ones are split off without a copy.
+pub(crate) fn take_bytes(buf: &mut BytesMut, n: usize) -> Bytes {
+    if n <= 4096 {
+        let b = Bytes::copy_from_slice(&buf[..n]);
+        buf.advance(n);
+        b
+    } else {
+        buf.split_to(n).freeze()
     }
 }

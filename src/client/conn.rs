@@ -1,32 +1,27 @@
-//! One HTTP/1.1 client connection on fibr's own codec (`http::h1::client`): the stream, a
-//! read buffer and the request being sent ([`Upload`]). The task that sends a request
-//! drives the exchange itself, and the response body reads the rest: no connection task,
-//! no channel, no wake-up between tasks. (A response that arrives before its request is
-//! all sent is the exception: see `duplex`.)
+//! One HTTP/1.1 client connection: the stream, a read buffer and the request being sent
+//! ([`Upload`]), driving the sans-IO `h1::client_conn::ClientConn`, which reads the
+//! response heads and decides whether the connection may be reused. The task that sends a
+//! request drives the exchange itself, and the response body reads the rest: no
+//! connection task, no channel, no wake-up between tasks. (A response that arrives before
+//! its request is all sent is the exception: see `duplex`.) The connection knows nothing
+//! of its pool: `pool::Pooled` carries it there and back.
 //!
 //! Measured against hyper's client connection over the same sockets (`benches/client.rs`):
 //! hyper's dispatcher costs a channel send, a oneshot and boxed futures per request,
 //! which is most of the gap to a hand-written exchange.
 
-use super::body::{ReqBody, ResponseBody, Wire};
-use super::duplex;
+use super::body::{take_bytes, ReqBody};
+use super::connect::Connection;
 use super::error::{Error, ErrorKind};
-use super::pool::{Key, Pool};
 use super::upload::{Upload, UploadFailure};
-use super::Connection;
-use crate::http::h1::client::{
-    encode_request_head, parse_response_head, BodyFraming, ResponseHead, ResponseLimits,
-};
-use crate::http::h1::parse::list_elements;
+use crate::http::h1::client::{BodyFraming, ResponseHead, ResponseLimits};
+use crate::http::h1::client_conn::{ClientConn, HeadError};
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::CONNECTION;
-use http::{Method, Request, Response, StatusCode, Version};
+use http::Request;
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
-use std::sync::Weak;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
 
 /// Read at least this much room at a time.
 const READ_CHUNK: usize = 8 * 1024;
@@ -46,36 +41,36 @@ pub(crate) enum Failure {
     Sent(Error),
 }
 
-/// One connection, idle in its pool or carrying one exchange.
-pub(crate) struct Conn<Io> {
-    pub(super) io: Io,
+/// A response head, and its whole body when it came with the head (the usual small
+/// response).
+pub(crate) struct Answer {
+    pub head: ResponseHead,
+    pub whole: Option<Bytes>,
+}
+
+/// One HTTP/1.1 client connection: the stream, a read buffer, the request being sent and
+/// the protocol state (`h1::client_conn`), which decides what the bytes are and whether
+/// the connection may be reused.
+pub(crate) struct Http1Conn<Io> {
+    io: Io,
     rbuf: BytesMut,
     /// The write buffer, lent to each upload and taken back.
     wbuf: Vec<u8>,
     /// The request still being sent.
     upload: Option<Upload>,
-    pub(super) upload_failed: Option<UploadFailure>,
-    opts: H1Options,
-    /// Whether request and response allow another exchange on this connection.
-    reusable: bool,
-    pub key: Key,
-    pub pool: Weak<Pool<Io>>,
-    pub idle_since: Instant,
+    upload_failed: Option<UploadFailure>,
+    h1: ClientConn,
 }
 
-impl<Io: Connection> Conn<Io> {
-    pub fn new(io: Io, opts: H1Options, key: Key, pool: Weak<Pool<Io>>) -> Conn<Io> {
-        Conn {
+impl<Io: Connection> Http1Conn<Io> {
+    pub fn new(io: Io, opts: H1Options) -> Http1Conn<Io> {
+        Http1Conn {
             io,
             rbuf: BytesMut::new(),
             wbuf: Vec::new(),
             upload: None,
             upload_failed: None,
-            opts,
-            reusable: false,
-            key,
-            pool,
-            idle_since: Instant::now(),
+            h1: ClientConn::new(opts.limits, opts.title_case_headers),
         }
     }
 
@@ -103,104 +98,70 @@ impl<Io: Connection> Conn<Io> {
         Poll::Ready(())
     }
 
+    /// Whether the request is still being sent.
+    pub(super) fn is_uploading(&self) -> bool {
+        self.upload.is_some()
+    }
+
     /// Sends `req` (its body framed as `framing`) and waits for its response head. A
     /// request without a streamed body is left as it was (a full body is cloned, not
     /// taken), so it can be sent again after a failure.
     pub async fn exchange(
-        mut self: Box<Self>,
+        &mut self,
         req: &mut Request<ReqBody>,
         framing: BodyFraming,
         max_body: Option<u64>,
-    ) -> Result<Response<ResponseBody>, Failure> {
-        let method = req.method().clone();
+    ) -> Result<Answer, Failure> {
         let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
         let mut out = std::mem::take(&mut self.wbuf);
         out.clear();
-        encode_request_head(
-            &method,
+        self.h1.start(
+            req.method(),
             target,
             req.version(),
             req.headers(),
             framing,
-            self.opts.title_case_headers,
             &mut out,
         );
         self.upload_failed = None;
         self.upload = Some(Upload::new(out, req.body_mut(), framing));
 
-        let mut interim = 0;
-        let head = poll_fn(|cx| self.poll_head(cx, &method, &mut interim)).await?;
+        let head = poll_fn(|cx| self.poll_head(cx))
+            .await
+            .inspect_err(|_| self.h1.fail())?;
         if let (Some(limit), BodyFraming::Length(n)) = (max_body, head.framing) {
             if n > limit {
+                self.h1.fail();
                 return Err(Failure::Sent(Error::new(
                     ErrorKind::BodyTooLarge,
                     format!("content-length {n} over the limit of {limit}"),
                 )));
             }
         }
-        self.reusable = head.keep_alive && request_keeps_alive(req);
-        let mut res = Response::new(ResponseBody::empty());
-        *res.status_mut() = head.status;
-        *res.version_mut() = head.version;
-        *res.headers_mut() = head.headers;
-        // The whole body is here already (the usual small response), or it streams.
         let whole = match head.framing {
             BodyFraming::Empty => Some(Bytes::new()),
             BodyFraming::Length(n) if self.rbuf.len() as u64 >= n => {
+                // `n` fits: the buffer holds that many bytes.
                 Some(take_bytes(&mut self.rbuf, n as usize))
             }
             _ => None,
         };
-        let rbuf = std::mem::take(&mut self.rbuf);
-        let wire: Box<dyn Wire> = if self.upload.is_some() {
-            // The server answered before the request was all sent.
-            duplex::finish_upload_in_background(self)
-        } else {
-            self
-        };
-        *res.body_mut() = match whole {
-            // Handing the connection back before the caller even looks at the body.
-            Some(bytes) => {
-                wire.finish(rbuf);
-                ResponseBody::full(bytes)
-            }
-            None => ResponseBody::streaming(wire, rbuf, head.framing, max_body),
-        };
-        Ok(res)
+        Ok(Answer { head, whole })
     }
 
     /// Sends and reads until a final (non-1xx, or 101) response head is parsed. Reading
     /// starts before the request is all sent: a server may answer early (413, say).
-    /// `interim` counts the bytes of skipped 1xx heads, which are bounded like one head.
-    fn poll_head(
-        &mut self,
-        cx: &mut Context<'_>,
-        method: &Method,
-        interim: &mut usize,
-    ) -> Poll<Result<ResponseHead, Failure>> {
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Result<ResponseHead, Failure>> {
         loop {
             if !self.rbuf.is_empty() {
-                match parse_response_head(&self.rbuf, method, &self.opts.limits) {
-                    Ok(Some((head, n))) => {
+                match self.h1.read_head(&self.rbuf) {
+                    Ok((n, head)) => {
                         self.rbuf.advance(n);
-                        if !head.status.is_informational()
-                            || head.status == StatusCode::SWITCHING_PROTOCOLS
-                        {
+                        if let Some(head) = head {
                             return Poll::Ready(Ok(head));
                         }
-                        *interim += n;
-                        if *interim > self.opts.limits.max_head_bytes {
-                            return Poll::Ready(Err(Failure::Sent(Error::new(
-                                ErrorKind::Protocol,
-                                "interim (1xx) responses without end",
-                            ))));
-                        }
-                        continue;
                     }
-                    Ok(None) => {}
-                    Err(e) => {
-                        return Poll::Ready(Err(Failure::Sent(Error::new(ErrorKind::Protocol, e))))
-                    }
+                    Err(e) => return Poll::Ready(Err(Failure::Sent(protocol_error(e)))),
                 }
             }
             let _ = self.poll_upload(cx);
@@ -245,55 +206,51 @@ impl<Io: Connection> Conn<Io> {
         }
     }
 
-    /// Whether request and response allow another exchange on this connection.
-    pub(super) fn is_reusable(&self) -> bool {
-        self.reusable
+    /// What was read past the response head, for the response body.
+    pub(super) fn take_read_buffer(&mut self) -> BytesMut {
+        std::mem::take(&mut self.rbuf)
     }
 
-    /// Back to the pool if the exchange left the connection clean (request and response
-    /// allow it, the request all sent, nothing extra read); else closed.
-    pub(super) fn release(mut self: Box<Self>, rbuf: BytesMut) {
-        let clean = self.reusable
-            && self.upload.is_none()
-            && self.upload_failed.is_none()
-            && rbuf.is_empty();
-        self.reusable = false;
-        self.rbuf = rbuf;
-        if let (true, Some(pool)) = (clean, self.pool.upgrade()) {
-            pool.put(self);
-        }
-    }
-}
-
-impl<Io: Connection> Wire for Conn<Io> {
-    fn poll_read(
+    /// Reads response body bytes into `buf`. A failure of the request body, still being
+    /// sent by another task, is reported here too.
+    pub(super) fn read_body(
         &mut self,
         cx: &mut Context<'_>,
         buf: &mut BytesMut,
     ) -> Poll<Result<usize, Error>> {
+        if self
+            .upload_failed
+            .as_ref()
+            .is_some_and(|f| f.error.kind() == ErrorKind::RequestBody)
+        {
+            let f = self.upload_failed.take().expect("checked above");
+            return Poll::Ready(Err(f.error));
+        }
         read_into(&mut self.io, cx, buf).map_err(|e| Error::new(ErrorKind::IncompleteBody, e))
     }
 
-    fn finish(self: Box<Self>, rbuf: BytesMut) {
-        self.release(rbuf);
+    /// Whether request and response allow another exchange on this connection.
+    pub(super) fn keeps_alive(&self) -> bool {
+        self.h1.keeps_alive()
+    }
+
+    /// The response has ended (`rbuf`: what was read past it): whether the connection is
+    /// fit for another exchange (request and response allow it, the request all sent,
+    /// nothing extra read).
+    pub(super) fn finish(&mut self, rbuf: BytesMut) -> bool {
+        let all_sent = self.upload.is_none() && self.upload_failed.is_none();
+        let reusable = self.h1.finish(all_sent, rbuf.len());
+        self.rbuf = rbuf;
+        reusable
     }
 }
 
-/// Whether the request lets the connection persist (RFC 9112 §9.3): HTTP/1.1 unless it
-/// says `Connection: close`, HTTP/1.0 only if it says `keep-alive`.
-fn request_keeps_alive<B>(req: &Request<B>) -> bool {
-    let (mut close, mut keep_alive) = (false, false);
-    for v in req.headers().get_all(CONNECTION) {
-        for token in list_elements(v.as_bytes()) {
-            close |= token.eq_ignore_ascii_case(b"close");
-            keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-        }
-    }
-    !close && (req.version() == Version::HTTP_11 || keep_alive)
+fn protocol_error(e: HeadError) -> Error {
+    Error::new(ErrorKind::Protocol, e)
 }
 
 /// Reads what is there into `buf`; `Ok(0)` is the end of the stream.
-pub(super) fn read_into<Io: Connection>(
+fn read_into<Io: Connection>(
     io: &mut Io,
     cx: &mut Context<'_>,
     buf: &mut BytesMut,
@@ -308,16 +265,4 @@ pub(super) fn read_into<Io: Connection>(
     // the first `n` of the spare capacity.
     unsafe { buf.set_len(buf.len() + n) };
     Poll::Ready(Ok(n))
-}
-
-/// The first `n` bytes of `buf`, as their own `Bytes`. Small runs are copied, so the read
-/// buffer stays unshared and is reused in place; large ones are split off without a copy.
-pub(crate) fn take_bytes(buf: &mut BytesMut, n: usize) -> Bytes {
-    if n <= 4096 {
-        let b = Bytes::copy_from_slice(&buf[..n]);
-        buf.advance(n);
-        b
-    } else {
-        buf.split_to(n).freeze()
-    }
 }

@@ -8,9 +8,9 @@
 //! exchange stays lock- and task-free.
 
 use super::body::Wire;
-use super::conn::{read_into, Conn};
-use super::error::{Error, ErrorKind};
-use super::Connection;
+use super::connect::Connection;
+use super::error::Error;
+use super::pool::Pooled;
 use bytes::BytesMut;
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,7 +18,7 @@ use std::task::{Context, Poll, Waker};
 
 struct Shared<Io> {
     /// Taken by whichever side ends last.
-    conn: Option<Box<Conn<Io>>>,
+    conn: Option<Box<Pooled<Io>>>,
     /// The response body was read to its end; its leftover bytes, for the pool.
     response_done: Option<BytesMut>,
     /// The response body was dropped unread: stop sending.
@@ -41,7 +41,7 @@ fn lock<Io>(m: &Mutex<Shared<Io>>) -> MutexGuard<'_, Shared<Io>> {
 }
 
 /// Spawns the task that finishes `conn`'s upload; answers the response side.
-pub(super) fn finish_upload_in_background<Io: Connection>(conn: Box<Conn<Io>>) -> Box<dyn Wire> {
+pub(super) fn finish_upload_in_background<Io: Connection>(conn: Box<Pooled<Io>>) -> Box<dyn Wire> {
     let shared = Arc::new(Mutex::new(Shared {
         conn: Some(conn),
         response_done: None,
@@ -58,7 +58,7 @@ pub(super) fn finish_upload_in_background<Io: Connection>(conn: Box<Conn<Io>>) -
                 return Poll::Ready(());
             }
             let conn = s.conn.as_mut().expect("kept until both sides end");
-            if conn.poll_upload(cx).is_pending() {
+            if conn.conn.poll_upload(cx).is_pending() {
                 s.uploader = Some(cx.waker().clone());
                 return Poll::Pending;
             }
@@ -73,7 +73,7 @@ pub(super) fn finish_upload_in_background<Io: Connection>(conn: Box<Conn<Io>>) -
                 w.wake();
             }
             if let Some((conn, rbuf)) = done {
-                conn.release(rbuf);
+                conn.finish(rbuf);
             }
             Poll::Ready(())
         })
@@ -93,26 +93,17 @@ impl<Io: Connection> Wire for SharedWire<Io> {
     ) -> Poll<Result<usize, Error>> {
         let mut s = lock(&self.shared);
         let conn = s.conn.as_mut().expect("kept until both sides end");
-        // A request body that failed is the exchange's failure.
-        if conn
-            .upload_failed
-            .as_ref()
-            .is_some_and(|f| f.error.kind() == ErrorKind::RequestBody)
-        {
-            let f = conn.upload_failed.take().expect("checked above");
-            return Poll::Ready(Err(f.error));
-        }
-        let r = read_into(&mut conn.io, cx, buf);
+        let r = conn.poll_read(cx, buf);
         if r.is_pending() {
             s.reader = Some(cx.waker().clone());
         }
-        r.map_err(|e| Error::new(ErrorKind::IncompleteBody, e))
+        r
     }
 
     fn finish(mut self: Box<Self>, rbuf: BytesMut) {
         self.finished = true;
         let mut s = lock(&self.shared);
-        let reusable = s.conn.as_ref().is_some_and(|c| c.is_reusable());
+        let reusable = s.conn.as_ref().is_some_and(|c| c.conn.keeps_alive());
         if s.upload_done || !reusable {
             // Nothing more to send, or no point: the connection is done.
             let conn = s.conn.take().expect("kept until both sides end");
@@ -122,7 +113,7 @@ impl<Io: Connection> Wire for SharedWire<Io> {
             if let Some(w) = uploader {
                 w.wake();
             }
-            conn.release(rbuf);
+            conn.finish(rbuf);
         } else {
             s.response_done = Some(rbuf);
         }

@@ -55,13 +55,13 @@ pub use connect::{
 pub use error::{BoxError, Error, ErrorKind};
 
 use crate::http::h1::client::BodyFraming;
-use body::ReqBody;
-use conn::{Conn, Failure, H1Options};
+use body::{ReqBody, Wire};
+use conn::{Answer, Failure, H1Options, Http1Conn};
 use http::header::{HeaderValue, HOST};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
 use http_body::Body;
-use pool::{Key, Pool};
+use pool::{IdlePool, Key, Pooled};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -83,7 +83,7 @@ impl<C: Connector> Clone for Client<C> {
 
 struct Inner<C: Connector> {
     connector: C,
-    pool: Arc<Pool<C::Io>>,
+    pool: Arc<IdlePool<C::Io>>,
     connect_timeout: Option<Duration>,
     request_timeout: Option<Duration>,
     max_body: Option<u64>,
@@ -196,7 +196,7 @@ impl Builder {
         Client {
             inner: Arc::new(Inner {
                 connector,
-                pool: Arc::new(Pool::new(self.max_idle_per_host, self.idle_timeout)),
+                pool: Arc::new(IdlePool::new(self.max_idle_per_host, self.idle_timeout)),
                 connect_timeout: self.connect_timeout,
                 request_timeout: self.request_timeout,
                 max_body: self.max_body,
@@ -300,7 +300,7 @@ impl<C: Connector> Client<C> {
                 poll_fn(|cx| Poll::Ready(pool.checkout(&key, cx))).await
             };
             let reused = pooled.is_some();
-            let conn = match pooled {
+            let mut conn = match pooled {
                 Some(c) => c,
                 None => self.connect(&key).await?,
             };
@@ -310,8 +310,9 @@ impl<C: Connector> Client<C> {
             // connection closed before any answer (the server may have timed it out).
             let whole = matches!(req.body(), ReqBody::Empty | ReqBody::Full(_));
             let replayable = whole && is_idempotent(req.method());
-            let e = match conn.exchange(&mut req, framing, self.inner.max_body).await {
-                Ok(res) => return Ok(res),
+            let max_body = self.inner.max_body;
+            let e = match conn.conn.exchange(&mut req, framing, max_body).await {
+                Ok(answer) => return Ok(respond(conn, answer, max_body)),
                 Err(Failure::NotSent(e)) if whole => e,
                 Err(Failure::Sent(e))
                     if e.kind() == ErrorKind::ClosedBeforeResponse && replayable =>
@@ -328,7 +329,7 @@ impl<C: Connector> Client<C> {
     }
 
     /// Connects (with the connect timeout).
-    async fn connect(&self, key: &Key) -> Result<Box<Conn<C::Io>>, Error> {
+    async fn connect(&self, key: &Key) -> Result<Box<Pooled<C::Io>>, Error> {
         let dst = Uri::builder()
             .scheme(key.scheme.clone())
             .authority(key.authority.clone())
@@ -354,13 +355,41 @@ impl<C: Connector> Client<C> {
                 "the connector negotiated HTTP/2, which this client does not speak yet",
             ));
         }
-        Ok(Box::new(Conn::new(
-            io,
-            self.inner.h1,
+        Ok(Pooled::new(
+            Http1Conn::new(io, self.inner.h1),
             key.clone(),
-            Arc::downgrade(&self.inner.pool),
-        )))
+            &self.inner.pool,
+        ))
     }
+}
+
+/// The response to an exchange: its body read from the connection (or whole already,
+/// which hands the connection back at once). A response that came before its request was
+/// all sent gets a task that finishes the upload (`duplex`).
+fn respond<Io: Connection>(
+    mut conn: Box<Pooled<Io>>,
+    answer: Answer,
+    max_body: Option<u64>,
+) -> Response<ResponseBody> {
+    let Answer { head, whole } = answer;
+    let mut res = Response::new(ResponseBody::empty());
+    *res.status_mut() = head.status;
+    *res.version_mut() = head.version;
+    *res.headers_mut() = head.headers;
+    let rbuf = conn.conn.take_read_buffer();
+    let wire: Box<dyn Wire> = if conn.conn.is_uploading() {
+        duplex::finish_upload_in_background(conn)
+    } else {
+        conn
+    };
+    *res.body_mut() = match whole {
+        Some(bytes) => {
+            wire.finish(rbuf);
+            ResponseBody::full(bytes)
+        }
+        None => ResponseBody::streaming(wire, rbuf, head.framing, max_body),
+    };
+    res
 }
 
 /// Splits the pool key off `req` and turns its URI into origin form with a Host header.

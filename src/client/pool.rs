@@ -2,15 +2,19 @@
 //! idle expiry (checked on checkout and by a reaper task while anything is idle).
 //!
 //! An idle connection is driven by nobody; on checkout its socket is looked at once,
-//! which notices a server that closed it meanwhile.
+//! which notices a server that closed it meanwhile. A connection in use is a [`Pooled`]:
+//! it knows its pool, and goes back to it when its response ends cleanly.
 
-use super::conn::Conn;
-use super::Connection;
+use super::body::Wire;
+use super::conn::Http1Conn;
+use super::connect::Connection;
+use super::error::Error;
+use bytes::BytesMut;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::Context;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// FNV-1a: keys are short and hashed per byte (`Authority` hashes case-insensitively one
@@ -47,17 +51,56 @@ pub(crate) struct Key {
     pub authority: http::uri::Authority,
 }
 
+/// A connection out of its pool (carrying an exchange), and the way back.
+pub(crate) struct Pooled<Io> {
+    pub conn: Http1Conn<Io>,
+    key: Key,
+    home: Weak<IdlePool<Io>>,
+    idle_since: Instant,
+}
+
+impl<Io> Pooled<Io> {
+    /// A new connection for `key`, to go back to `home` when done.
+    pub fn new(conn: Http1Conn<Io>, key: Key, home: &Arc<IdlePool<Io>>) -> Box<Pooled<Io>> {
+        Box::new(Pooled {
+            conn,
+            key,
+            home: Arc::downgrade(home),
+            idle_since: Instant::now(),
+        })
+    }
+}
+
+impl<Io: Connection> Wire for Pooled<Io> {
+    fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+    ) -> Poll<Result<usize, Error>> {
+        self.conn.read_body(cx, buf)
+    }
+
+    /// Back to the pool if the exchange left the connection clean; else closed.
+    fn finish(mut self: Box<Self>, rbuf: BytesMut) {
+        if self.conn.finish(rbuf) {
+            if let Some(pool) = self.home.upgrade() {
+                pool.put(self);
+            }
+        }
+    }
+}
+
 /// The idle connections of one client.
-pub(crate) struct Pool<Io> {
-    idle: Mutex<FnvMap<Key, Vec<Box<Conn<Io>>>>>,
+pub(crate) struct IdlePool<Io> {
+    idle: Mutex<FnvMap<Key, Vec<Box<Pooled<Io>>>>>,
     max_idle_per_host: usize,
     idle_timeout: Option<Duration>,
     reaping: AtomicBool,
 }
 
-impl<Io: Connection> Pool<Io> {
-    pub fn new(max_idle_per_host: usize, idle_timeout: Option<Duration>) -> Pool<Io> {
-        Pool {
+impl<Io: Connection> IdlePool<Io> {
+    pub fn new(max_idle_per_host: usize, idle_timeout: Option<Duration>) -> IdlePool<Io> {
+        IdlePool {
             idle: Mutex::new(FnvMap::default()),
             max_idle_per_host,
             idle_timeout,
@@ -65,13 +108,13 @@ impl<Io: Connection> Pool<Io> {
         }
     }
 
-    fn expired(&self, c: &Conn<Io>, now: Instant) -> bool {
+    fn expired(&self, c: &Pooled<Io>, now: Instant) -> bool {
         self.idle_timeout
             .is_some_and(|t| now.saturating_duration_since(c.idle_since) >= t)
     }
 
     /// The most recently idled live connection for `key`, polled once with `cx`.
-    pub fn checkout(&self, key: &Key, cx: &mut Context<'_>) -> Option<Box<Conn<Io>>> {
+    pub fn checkout(&self, key: &Key, cx: &mut Context<'_>) -> Option<Box<Pooled<Io>>> {
         loop {
             let mut c = {
                 let mut idle = self.idle.lock().unwrap();
@@ -89,7 +132,7 @@ impl<Io: Connection> Pool<Io> {
                 return None;
             }
             // A server that closed the connection while it sat idle is noticed here.
-            if !c.is_idle_alive(cx) {
+            if !c.conn.is_idle_alive(cx) {
                 continue;
             }
             return Some(c);
@@ -97,7 +140,7 @@ impl<Io: Connection> Pool<Io> {
     }
 
     /// Keeps `c` for reuse (over the bound, the oldest idle one is closed).
-    pub fn put(self: Arc<Self>, mut c: Box<Conn<Io>>) {
+    fn put(self: Arc<Self>, mut c: Box<Pooled<Io>>) {
         if self.max_idle_per_host == 0 {
             return;
         }

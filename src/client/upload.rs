@@ -3,7 +3,7 @@
 
 use super::body::ReqBody;
 use super::error::{Error, ErrorKind};
-use super::Connection;
+use super::connect::Connection;
 use crate::http::h1::body::BodyEncoder;
 use crate::http::h1::client::BodyFraming;
 use bytes::Bytes;

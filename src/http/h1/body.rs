@@ -43,6 +43,7 @@ pub(crate) enum BodyChunk<'a> {
 
 /// The peer closed before the body was complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "client"), allow(dead_code))] // the client's response bodies
 pub(crate) struct Truncated;
 
 /// Reads one body off the wire, whatever its framing. No copies: data comes back as
@@ -102,6 +103,7 @@ impl BodyDecoder {
 
     /// The peer closed: the end of a body read until close, else a truncated one (unless
     /// it had already ended).
+    #[cfg_attr(not(feature = "client"), allow(dead_code))] // the client's response bodies
     pub(crate) fn at_eof(&mut self) -> Result<(), Truncated> {
         match self {
             BodyDecoder::Done => Ok(()),
@@ -113,6 +115,7 @@ impl BodyDecoder {
         }
     }
 
+    #[cfg_attr(not(feature = "client"), allow(dead_code))] // the client's response bodies
     pub(crate) fn is_done(&self) -> bool {
         matches!(self, BodyDecoder::Done)
     }
@@ -170,6 +173,7 @@ impl BodyEncoder {
         BodyEncoder { framing, sent: 0 }
     }
 
+    #[cfg_attr(not(feature = "client"), allow(dead_code))] // the client's uploads
     pub(crate) fn framing(&self) -> BodyFraming {
         self.framing
     }
@@ -232,6 +236,7 @@ impl BodyEncoder {
 
     /// Whether a `Length` body got all its bytes (so it is complete, whether or not its
     /// stream has said so yet).
+    #[cfg_attr(not(feature = "client"), allow(dead_code))] // the client's uploads
     pub(crate) fn is_complete(&self) -> bool {
         self.remaining() == Some(0)
     }

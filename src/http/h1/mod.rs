@@ -34,6 +34,8 @@
 pub(crate) mod body;
 pub(crate) mod chunked;
 pub(crate) mod client;
+#[cfg(feature = "client")]
+pub(crate) mod client_conn;
 pub(crate) mod date;
 pub(crate) mod encode;
 pub(crate) mod parse;
