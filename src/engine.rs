@@ -2,8 +2,8 @@
 
 use crate::conn::udp::UdpSocketSource;
 use crate::conn::{Handler, Kind, Listener};
-use crate::reactor::{self, Command, Loop, Source};
-use crate::runtime::{Config, Runtime};
+use crate::reactor::Source;
+use crate::runtime::{Command, Config, Loop, Runtime};
 use crate::sys::socket;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -92,7 +92,7 @@ impl Binding {
 struct Open {
     lp: Arc<Loop>,
     fd: RawFd,
-    source: Arc<dyn Source>,
+    source: Arc<dyn Source<Runtime>>,
     bound: Option<SocketAddr>,
     unix_path: Option<PathBuf>,
 }
@@ -143,7 +143,7 @@ impl Engine {
     /// Opens a binding while running; returns its index (for `binding_addrs`/`remove_binding`).
     pub fn add_binding(&self, binding: Binding) -> io::Result<usize> {
         let rt = &self.inner.rt;
-        reactor::ensure_running(rt)?;
+        rt.ensure_running()?;
         let mut open = Vec::new();
         let result = (|| {
             for addr in binding.addrs.iter() {
@@ -164,9 +164,9 @@ impl Engine {
 
     fn open_addr(&self, addr: &Addr, handler: &Arc<dyn Handler>) -> io::Result<Open> {
         let rt = &self.inner.rt;
-        let lp = reactor::pick(rt).clone();
+        let lp = rt.pick_loop().clone();
         let backlog = rt.config.listen_backlog;
-        let (fd, source, bound, unix_path): (RawFd, Arc<dyn Source>, _, _) = match addr {
+        let (fd, source, bound, unix_path): (RawFd, Arc<dyn Source<Runtime>>, _, _) = match addr {
             Addr::Tcp(a) => {
                 let fd = socket::tcp_listener(*a, rt.config.reuse_port, backlog)?;
                 let bound = socket::local_addr(fd.as_raw_fd());
@@ -206,7 +206,12 @@ impl Engine {
         })
     }
 
-    fn listener(&self, fd: OwnedFd, kind: Kind, handler: &Arc<dyn Handler>) -> Arc<dyn Source> {
+    fn listener(
+        &self,
+        fd: OwnedFd,
+        kind: Kind,
+        handler: &Arc<dyn Handler>,
+    ) -> Arc<dyn Source<Runtime>> {
         Arc::new(Listener {
             fd,
             kind,

@@ -2,7 +2,7 @@
 //! thread-local "current runtime" that `spawn`, timers and the I/O types use.
 
 use crate::exec::pool::{Pool, PoolConfig};
-use crate::reactor::{self, Loop};
+use crate::reactor;
 use crate::sys::{Backend, Poller};
 use std::cell::RefCell;
 use std::io;
@@ -109,6 +109,12 @@ impl Config {
     }
 }
 
+/// The runtime's event loop, command and readiness context (the reactor is generic over
+/// its host, so that it does not depend on the runtime).
+pub(crate) type Loop = reactor::Loop<Runtime>;
+pub(crate) type Command = reactor::Command<Runtime>;
+pub(crate) type ReadyCtx<'a> = reactor::ReadyCtx<'a, Runtime>;
+
 pub(crate) struct Runtime {
     /// The tokio runtime every worker enters (feature `tokio`).
     #[cfg(feature = "tokio")]
@@ -157,7 +163,7 @@ impl Runtime {
         }
         let workers = config.workers();
         let rt = Arc::new_cyclic(|weak: &std::sync::Weak<Runtime>| {
-            let driver = Arc::new(reactor::Driver { rt: weak.clone() });
+            let driver = Arc::new(LoopDriver { rt: weak.clone() });
             let weak = weak.clone();
             let pool = Pool::new(PoolConfig {
                 name: config.thread_name.clone(),
@@ -197,7 +203,10 @@ impl Runtime {
             threads.push(
                 thread::Builder::new()
                     .name(format!("{}-loop-{}", rt.config.thread_name, lp.index))
-                    .spawn(move || reactor::standby(rt2, lp2))?,
+                    .spawn(move || {
+                        let _ctx = enter(&rt2);
+                        lp2.standby(&rt2, &rt2.pool);
+                    })?,
             );
         }
         *rt.loop_threads.lock().unwrap() = threads;
@@ -222,6 +231,21 @@ impl Runtime {
 
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Checks that a loop command can be sent at all (the runtime is running).
+    pub fn ensure_running(&self) -> io::Result<()> {
+        if self.is_stopped() {
+            Err(io::Error::other("the fibr runtime has been shut down"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Picks the loop for a new descriptor, spreading them round-robin.
+    pub fn pick_loop(&self) -> &Arc<Loop> {
+        let i = self.next_loop.fetch_add(1, Ordering::Relaxed) % self.loops.len();
+        &self.loops[i]
     }
 
     pub fn conn_opened(&self) {
@@ -303,5 +327,30 @@ mod tokio_context {
             })
             .handle()
             .clone()
+    }
+}
+
+/// Lets the pool's idle workers drive the runtime's loops.
+struct LoopDriver {
+    rt: std::sync::Weak<Runtime>,
+}
+
+impl crate::exec::pool::Drive for LoopDriver {
+    fn turn(&self, worker: usize, max_wait: Option<Duration>) -> bool {
+        let Some(rt) = self.rt.upgrade() else {
+            return false;
+        };
+        let n = rt.loops.len();
+        (0..n).any(|i| rt.loops[(worker + i) % n].try_turn(&rt, max_wait))
+    }
+
+    fn interrupt(&self) {
+        if let Some(rt) = self.rt.upgrade() {
+            // Unconditional: the worker may be just about to wait. The notification
+            // stays pending until some turn consumes it, so it cannot be lost.
+            for lp in rt.loops.iter() {
+                let _ = lp.poller.notify();
+            }
+        }
     }
 }

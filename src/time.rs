@@ -1,7 +1,7 @@
 //! Timers driven by the event loops: `sleep`, `sleep_until`, `timeout`, `interval`.
 
-use crate::reactor::{Command, TimerEntry};
-use crate::runtime::Runtime;
+use crate::reactor::TimerEntry;
+use crate::runtime::{Command, Runtime};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -59,7 +59,7 @@ impl Future for Sleep {
         }
         let entry = TimerEntry::new(self.deadline, cx.waker().clone());
         let rt = Runtime::current();
-        crate::reactor::pick(&rt).send(Command::Timer(entry.clone()));
+        rt.pick_loop().send(Command::Timer(entry.clone()));
         self.entry = Some(entry);
         Poll::Pending
     }

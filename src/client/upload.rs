@@ -2,8 +2,8 @@
 //! Content-Length framed), written to the stream and flushed.
 
 use super::body::ReqBody;
-use super::error::{Error, ErrorKind};
 use super::connect::Connection;
+use super::error::{Error, ErrorKind};
 use crate::http::h1::body::BodyEncoder;
 use crate::http::h1::client::BodyFraming;
 use bytes::Bytes;

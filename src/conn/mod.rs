@@ -14,8 +14,8 @@ pub(crate) mod udp;
 use crate::buf::PooledBuf;
 use crate::exec::pool::Runnable;
 use crate::exec::state::SchedState;
-use crate::reactor::{Command, Loop, ReadyCtx, Source};
-use crate::runtime::Runtime;
+use crate::reactor::Source;
+use crate::runtime::{Command, Loop, ReadyCtx, Runtime};
 use crate::sys::{socket, Event, Interest};
 use output::Output;
 use std::any::Any;
@@ -674,7 +674,7 @@ impl Runnable for ConnInner {
     }
 }
 
-impl Source for ConnInner {
+impl Source<Runtime> for ConnInner {
     fn ready(&self, ev: Event, _ctx: &mut ReadyCtx<'_>) {
         let mut bits = 0;
         if ev.readable {
@@ -945,10 +945,10 @@ impl Conn {
         addr: SocketAddr,
         handler: Arc<dyn Handler>,
     ) -> io::Result<Conn> {
-        crate::reactor::ensure_running(rt)?;
+        rt.ensure_running()?;
         let fd = socket::tcp_connect(addr)?;
         let raw = fd.as_raw_fd();
-        let lp = crate::reactor::pick(rt).clone();
+        let lp = rt.pick_loop().clone();
         let local = socket::local_addr(raw);
         let inner = ConnInner::new(
             rt.clone(),
@@ -974,7 +974,7 @@ pub(crate) struct Listener {
     pub handler: Arc<dyn Handler>,
 }
 
-impl Source for Listener {
+impl Source<Runtime> for Listener {
     fn ready(&self, _ev: Event, ctx: &mut ReadyCtx<'_>) {
         let rt = ctx.rt.clone();
         let lfd = self.fd.as_raw_fd();
@@ -992,7 +992,7 @@ impl Source for Listener {
                     } else {
                         None
                     };
-                    let lp = crate::reactor::pick(&rt).clone();
+                    let lp = rt.pick_loop().clone();
                     let same = Arc::ptr_eq(&lp, ctx.lp);
                     let inner = ConnInner::new(
                         rt.clone(),

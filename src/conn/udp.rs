@@ -7,7 +7,8 @@
 
 use super::{ConnInner, Handler, Kind, EV_CLOSE, EV_OPEN, EV_READ};
 use crate::conn::output::Output;
-use crate::reactor::{ReadyCtx, Source};
+use crate::reactor::Source;
+use crate::runtime::{ReadyCtx, Runtime};
 use crate::sys::{socket, Event, Interest};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -111,7 +112,7 @@ impl PeerLink {
     }
 }
 
-impl Source for UdpSocketSource {
+impl Source<Runtime> for UdpSocketSource {
     fn ready(&self, _ev: Event, ctx: &mut ReadyCtx<'_>) {
         let cfg = &ctx.rt.config;
         let Some(me) = self.me.upgrade() else { return };

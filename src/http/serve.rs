@@ -4,8 +4,7 @@ use super::config::Config;
 use super::server::Server;
 use super::service::{MakeService, ServiceMarker};
 use crate::conn::{Handler, Kind, Listener};
-use crate::reactor::{self, Command};
-use crate::runtime::Runtime;
+use crate::runtime::{Command, Loop, Runtime};
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::marker::PhantomData;
@@ -103,13 +102,13 @@ where
 
     async fn run(self, signal: Option<Pin<Box<dyn Future<Output = ()> + Send>>>) -> io::Result<()> {
         let ListenerParts { fd, kind, rt } = self.listener?;
-        reactor::ensure_running(&rt)?;
+        rt.ensure_running()?;
         let server = Server::<M, Marker>::with_config(self.app, self.config);
         let shared = server.shared().clone();
         let raw = fd.as_raw_fd();
         let handler: Arc<dyn Handler> = Arc::new(server);
         let listener = Arc::new(Listener { fd, kind, handler });
-        let lp = reactor::pick(&rt).clone();
+        let lp = rt.pick_loop().clone();
         lp.send(Command::Register(raw, listener.clone()));
         // Stops accepting if this future is dropped (or when the signal fires).
         let _stop = StopAccepting {
@@ -129,7 +128,7 @@ where
 }
 
 struct StopAccepting {
-    lp: Arc<reactor::Loop>,
+    lp: Arc<Loop>,
     listener: Option<Arc<Listener>>,
     raw: std::os::fd::RawFd,
 }

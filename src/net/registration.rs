@@ -5,8 +5,8 @@
 //! makes that clear conditional, so readiness that arrives between the failed call and the
 //! clear is never lost (edge-triggered polling would not report it again).
 
-use crate::reactor::{Command, Loop, ReadyCtx, Source};
-use crate::runtime::Runtime;
+use crate::reactor::Source;
+use crate::runtime::{Command, Loop, ReadyCtx, Runtime};
 use crate::sys::{Event, Interest};
 #[cfg(fibr_loom)]
 use loom::sync::{
@@ -56,7 +56,7 @@ struct IoSource {
     arm: Mutex<()>,
 }
 
-impl Source for IoSource {
+impl Source<Runtime> for IoSource {
     fn ready(&self, ev: Event, ctx: &mut ReadyCtx<'_>) {
         let mut bits = 0;
         if ev.readable {
@@ -215,8 +215,8 @@ impl Registration {
     /// Registers `fd` (already non-blocking) with a loop of the current runtime.
     pub fn new(fd: OwnedFd) -> io::Result<Registration> {
         let rt = Runtime::current();
-        crate::reactor::ensure_running(&rt)?;
-        let lp = crate::reactor::pick(&rt).clone();
+        rt.ensure_running()?;
+        let lp = rt.pick_loop().clone();
         let src = Arc::new(IoSource {
             fd,
             token: AtomicU64::new(u64::MAX),

@@ -3,38 +3,39 @@
 //! A loop's state (its sources, timers and the right to wait on its poller) sits behind a
 //! lock, and whoever holds it *drives* the loop for a turn: run queued [`Command`]s, wait
 //! for readiness, dispatch it. The driver is usually an idle worker (see
-//! `exec::pool::Driver`): the worker that finishes a round goes on to wait for the next
+//! `runtime::LoopDriver`): the worker that finishes a round goes on to wait for the next
 //! readiness itself, so a busy server moves from one request to the next without a thread
 //! switch, as a tokio worker polling its own driver does. The loop's own thread is the
 //! standby: it drives only when no worker has for a while (all of them busy) and at
 //! startup, and it tells the sources when the loop stops. Other threads send commands and
 //! wake the driver through the poller's notifier. A turn never runs user code: readiness
 //! becomes scheduled tasks, which reach the worker pool as one batch per turn.
+//!
+//! The loop is generic over its host `H` (the runtime, `runtime::Runtime`), which it only
+//! hands to the sources: the runtime builds on the reactor, not the other way round.
 
 mod commands;
 mod slab;
 pub(crate) mod timer;
 
-use crate::exec::pool::{batch_len, batched};
-use crate::runtime::Runtime;
+use crate::exec::pool::{batch_len, batched, Pool};
 use crate::sys::{Event, Interest, Poller};
 use commands::CommandQueue;
 use slab::Slab;
 use std::collections::HashMap;
-use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 pub(crate) use timer::TimerEntry;
 use timer::Timers;
 
 /// Something registered with a loop that wants to hear about readiness.
-pub(crate) trait Source: Send + Sync + 'static {
+pub(crate) trait Source<H>: Send + Sync + 'static {
     /// Readiness arrived. Runs on the thread driving the loop: never block, never run user
     /// code here.
-    fn ready(&self, ev: Event, ctx: &mut ReadyCtx<'_>);
+    fn ready(&self, ev: Event, ctx: &mut ReadyCtx<'_, H>);
     /// The loop assigned this source its token (before any event can arrive).
     fn registered(&self, _token: u64) {}
     /// What a one-shot poller should be armed for at registration.
@@ -55,17 +56,17 @@ pub(crate) trait Source: Send + Sync + 'static {
 }
 
 /// What a source may ask of the loop while it handles readiness.
-pub(crate) struct ReadyCtx<'a> {
-    pub rt: &'a Arc<Runtime>,
-    pub lp: &'a Arc<Loop>,
+pub(crate) struct ReadyCtx<'a, H> {
+    pub rt: &'a Arc<H>,
+    pub lp: &'a Arc<Loop<H>>,
     token: u64,
-    register: &'a mut Vec<(RawFd, Arc<dyn Source>)>,
+    register: &'a mut Vec<(RawFd, Arc<dyn Source<H>>)>,
     retry: &'a mut Vec<(Instant, u64)>,
 }
 
-impl ReadyCtx<'_> {
+impl<H: 'static> ReadyCtx<'_, H> {
     /// Registers a new source on this loop once the current batch is dispatched.
-    pub fn register(&mut self, fd: RawFd, source: Arc<dyn Source>) {
+    pub fn register(&mut self, fd: RawFd, source: Arc<dyn Source<H>>) {
         self.register.push((fd, source));
     }
 
@@ -80,27 +81,27 @@ impl ReadyCtx<'_> {
     }
 }
 
-pub(crate) enum Command {
-    Register(RawFd, Arc<dyn Source>),
+pub(crate) enum Command<H> {
+    Register(RawFd, Arc<dyn Source<H>>),
     /// Deregister and drop: the descriptor is closed by the loop, after which its token is dead.
     Close(u64, OwnedFd),
     /// Deregister a source (found by identity); its descriptor closes when it drops.
-    Deregister(Arc<dyn Source>, RawFd),
+    Deregister(Arc<dyn Source<H>>, RawFd),
     /// Abort every registered source (the shutdown deadline passed).
     AbortAll,
     Timer(Arc<TimerEntry>),
 }
 
 /// A loop's shared face.
-pub(crate) struct Loop {
+pub(crate) struct Loop<H> {
     pub index: usize,
     pub poller: Poller,
-    commands: CommandQueue<Command>,
+    commands: CommandQueue<Command<H>>,
     /// When the current wait ends on its own, as nanoseconds since `epoch` (MAX: never).
     wakes_at: AtomicU64,
     epoch: Instant,
     /// Held by whoever drives the loop for a turn.
-    state: Mutex<LoopState>,
+    state: Mutex<LoopState<H>>,
     /// Counts turns, so the standby thread can tell whether anyone drives the loop.
     turns: AtomicU64,
     stopping: AtomicBool,
@@ -112,8 +113,8 @@ pub(crate) struct Loop {
 /// anyway, and workers also take quick turns between tasks.
 const STANDBY_NAP: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(64));
 
-impl Loop {
-    pub fn new(index: usize, poller: Poller) -> Loop {
+impl<H: 'static> Loop<H> {
+    pub fn new(index: usize, poller: Poller) -> Loop<H> {
         Loop {
             index,
             poller,
@@ -133,7 +134,7 @@ impl Loop {
     }
 
     /// Sends a command and wakes the loop if it sleeps (coalescing wake-ups).
-    pub fn send(&self, cmd: Command) {
+    pub fn send(&self, cmd: Command<H>) {
         let urgent = match &cmd {
             Command::Timer(t) => self.nanos(t.deadline) < self.wakes_at.load(Ordering::SeqCst),
             _ => true,
@@ -156,11 +157,11 @@ impl Loop {
     }
 }
 
-impl Loop {
+impl<H: 'static> Loop<H> {
     /// One turn: run queued commands, wait for readiness (at most `max_wait`, less if a
     /// timer is due sooner), dispatch it. Tasks it wakes go wherever the caller collects
     /// them (an open batch).
-    fn turn(self: &Arc<Self>, rt: &Arc<Runtime>, st: &mut LoopState, max_wait: Option<Duration>) {
+    fn turn(self: &Arc<Self>, rt: &Arc<H>, st: &mut LoopState<H>, max_wait: Option<Duration>) {
         st.run_commands(self);
         let now = Instant::now();
         let mut timeout = st
@@ -194,11 +195,7 @@ impl Loop {
 
     /// Drives one turn if no one else is; what became ready is scheduled on `rt`'s pool.
     /// Returns false if the loop is busy or stopping. Called by idle workers.
-    pub(crate) fn try_turn(
-        self: &Arc<Self>,
-        rt: &Arc<Runtime>,
-        max_wait: Option<Duration>,
-    ) -> bool {
+    pub(crate) fn try_turn(self: &Arc<Self>, rt: &Arc<H>, max_wait: Option<Duration>) -> bool {
         let Some(mut st) = self.try_lock_state() else {
             return false;
         };
@@ -211,7 +208,7 @@ impl Loop {
 
     /// The loop's state, unless another thread is driving. A panic during a turn (a bug)
     /// does not retire the loop: its state is still consistent between dispatches.
-    fn try_lock_state(&self) -> Option<std::sync::MutexGuard<'_, LoopState>> {
+    fn try_lock_state(&self) -> Option<std::sync::MutexGuard<'_, LoopState<H>>> {
         match self.state.try_lock() {
             Ok(st) => Some(st),
             Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
@@ -242,76 +239,53 @@ impl Loop {
     }
 }
 
-/// The loop's own thread: drives the loop when no one else does, and ends it on stop.
-pub(crate) fn standby(rt: Arc<Runtime>, lp: Arc<Loop>) {
-    let _ctx = crate::runtime::enter(&rt);
-    let mut nap = STANDBY_NAP.0;
-    let mut seen = u64::MAX;
-    while !lp.stopping.load(Ordering::Acquire) {
-        let turns = lp.turns.load(Ordering::Relaxed);
-        let mut drove = false;
-        if turns == seen {
-            if let Some(mut st) = lp.try_lock_state() {
-                // Nobody drove since the last look: drive until a turn hands work to the
-                // pool (the worker that takes it drives next) or the loop stops.
-                drove = true;
-                while !lp.stopping.load(Ordering::Acquire) {
-                    let (_, jobs) = batched(&rt.pool, || lp.turn(&rt, &mut st, None));
-                    if jobs > 0 {
-                        break;
+impl<H: 'static> Loop<H> {
+    /// The loop's own thread: drives the loop when no one else does (what becomes ready
+    /// goes to `pool`), and ends it on stop.
+    pub(crate) fn standby(self: &Arc<Self>, rt: &Arc<H>, pool: &Pool) {
+        let mut nap = STANDBY_NAP.0;
+        let mut seen = u64::MAX;
+        while !self.stopping.load(Ordering::Acquire) {
+            let turns = self.turns.load(Ordering::Relaxed);
+            let mut drove = false;
+            if turns == seen {
+                if let Some(mut st) = self.try_lock_state() {
+                    // Nobody drove since the last look: drive until a turn hands work to
+                    // the pool (the worker that takes it drives next) or the loop stops.
+                    drove = true;
+                    while !self.stopping.load(Ordering::Acquire) {
+                        let (_, jobs) = batched(pool, || self.turn(rt, &mut st, None));
+                        if jobs > 0 {
+                            break;
+                        }
                     }
                 }
             }
+            nap = if drove {
+                STANDBY_NAP.0
+            } else {
+                (nap * 2).min(STANDBY_NAP.1)
+            };
+            seen = self.turns.load(Ordering::Relaxed);
+            std::thread::park_timeout(nap);
         }
-        nap = if drove {
-            STANDBY_NAP.0
-        } else {
-            (nap * 2).min(STANDBY_NAP.1)
-        };
-        seen = lp.turns.load(Ordering::Relaxed);
-        std::thread::park_timeout(nap);
-    }
-    lp.finish();
-}
-
-/// Lets the pool's idle workers drive the runtime's loops.
-pub(crate) struct Driver {
-    pub rt: Weak<Runtime>,
-}
-
-impl crate::exec::pool::Drive for Driver {
-    fn turn(&self, worker: usize, max_wait: Option<Duration>) -> bool {
-        let Some(rt) = self.rt.upgrade() else {
-            return false;
-        };
-        let n = rt.loops.len();
-        (0..n).any(|i| rt.loops[(worker + i) % n].try_turn(&rt, max_wait))
-    }
-
-    fn interrupt(&self) {
-        if let Some(rt) = self.rt.upgrade() {
-            // Unconditional: the worker may be just about to wait. The notification
-            // stays pending until some turn consumes it, so it cannot be lost.
-            for lp in rt.loops.iter() {
-                let _ = lp.poller.notify();
-            }
-        }
+        self.finish();
     }
 }
 
-struct LoopState {
-    slab: Slab<Arc<dyn Source>>,
+struct LoopState<H> {
+    slab: Slab<Arc<dyn Source<H>>>,
     /// Token of each registered source by identity (for deregistration by identity).
     tokens: HashMap<usize, u64>,
     timers: Timers,
     events: Vec<Event>,
-    register: Vec<(RawFd, Arc<dyn Source>)>,
+    register: Vec<(RawFd, Arc<dyn Source<H>>)>,
     retry: Vec<(Instant, u64)>,
     wake: Vec<Waker>,
 }
 
-impl LoopState {
-    fn new() -> LoopState {
+impl<H: 'static> LoopState<H> {
+    fn new() -> LoopState<H> {
         LoopState {
             slab: Slab::new(),
             tokens: HashMap::new(),
@@ -324,7 +298,7 @@ impl LoopState {
     }
 
     /// Runs queued commands.
-    fn run_commands(&mut self, lp: &Loop) {
+    fn run_commands(&mut self, lp: &Loop<H>) {
         for cmd in lp.commands.take() {
             match cmd {
                 Command::Register(fd, source) => self.register(lp, fd, source),
@@ -351,7 +325,7 @@ impl LoopState {
         }
     }
 
-    fn register(&mut self, lp: &Loop, fd: RawFd, source: Arc<dyn Source>) {
+    fn register(&mut self, lp: &Loop<H>, fd: RawFd, source: Arc<dyn Source<H>>) {
         let interest = source.interest();
         let token = self.slab.insert(source.clone());
         if source.by_identity() {
@@ -369,7 +343,7 @@ impl LoopState {
         }
     }
 
-    fn deregister(&mut self, lp: &Loop, token: u64, fd: RawFd) {
+    fn deregister(&mut self, lp: &Loop<H>, token: u64, fd: RawFd) {
         if let Some(source) = self.slab.remove(token) {
             if source.by_identity() {
                 self.tokens
@@ -379,7 +353,7 @@ impl LoopState {
         }
     }
 
-    fn dispatch(&mut self, rt: &Arc<Runtime>, lp: &Arc<Loop>) {
+    fn dispatch(&mut self, rt: &Arc<H>, lp: &Arc<Loop<H>>) {
         let now = Instant::now();
         self.timers.fire_due(now, &mut self.wake);
         for w in self.wake.drain(..) {
@@ -421,20 +395,5 @@ impl LoopState {
             self.register(lp, fd, source);
         }
         self.register = reg;
-    }
-}
-
-/// Picks the loop for a new descriptor, spreading them round-robin.
-pub(crate) fn pick(rt: &Runtime) -> &Arc<Loop> {
-    let i = rt.next_loop.fetch_add(1, Ordering::Relaxed) % rt.loops.len();
-    &rt.loops[i]
-}
-
-/// Checks that a loop command can be sent at all (the runtime is running).
-pub(crate) fn ensure_running(rt: &Runtime) -> io::Result<()> {
-    if rt.is_stopped() {
-        Err(io::Error::other("the fibr runtime has been shut down"))
-    } else {
-        Ok(())
     }
 }
