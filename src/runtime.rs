@@ -1,7 +1,7 @@
 //! The runtime behind an engine: its configuration, event loops and worker pool, and the
 //! thread-local "current runtime" that `spawn`, timers and the I/O types use.
 
-use crate::exec::pool::{Pool, PoolConfig};
+use crate::exec::pool::{WorkerPool, WorkerPoolConfig};
 use crate::reactor;
 use crate::sys::{Backend, Poller};
 use std::cell::RefCell;
@@ -121,7 +121,7 @@ pub(crate) struct Runtime {
     pub tokio: tokio::runtime::Handle,
     pub config: Config,
     pub loops: Vec<Arc<Loop>>,
-    pub pool: Pool,
+    pub pool: WorkerPool,
     pub next_loop: AtomicUsize,
     /// Queued output bytes over all connections (for `max_pending_bytes`).
     pub pending_bytes: AtomicUsize,
@@ -165,7 +165,7 @@ impl Runtime {
         let rt = Arc::new_cyclic(|weak: &std::sync::Weak<Runtime>| {
             let driver = Arc::new(LoopDriver { rt: weak.clone() });
             let weak = weak.clone();
-            let pool = Pool::new(PoolConfig {
+            let pool = WorkerPool::new(WorkerPoolConfig {
                 name: config.thread_name.clone(),
                 workers,
                 max_workers: config.max_workers.max(workers),

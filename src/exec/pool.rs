@@ -64,7 +64,7 @@ pub(crate) trait Drive: Send + Sync + 'static {
 /// Runs a worker's whole life (the closure) inside contexts the owner sets up.
 pub(crate) type WorkerWrap = dyn Fn(&mut dyn FnMut()) + Send + Sync;
 
-pub(crate) struct PoolConfig {
+pub(crate) struct WorkerPoolConfig {
     pub name: String,
     pub workers: usize,
     pub max_workers: usize,
@@ -77,12 +77,12 @@ pub(crate) struct PoolConfig {
 }
 
 #[derive(Clone)]
-pub(crate) struct Pool {
+pub(crate) struct WorkerPool {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    cfg: PoolConfig,
+    cfg: WorkerPoolConfig,
     state: Mutex<Shared>,
     /// Workers waiting in a loop's poller, and the pact that keeps them from missing work.
     drive_gate: DriveGate,
@@ -129,8 +129,8 @@ thread_local! {
     static SPARE_BATCH: RefCell<Vec<Job>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Pool {
-    pub fn new(cfg: PoolConfig) -> Pool {
+impl WorkerPool {
+    pub fn new(cfg: WorkerPoolConfig) -> WorkerPool {
         let inner = Arc::new(Inner {
             state: Mutex::new(Shared {
                 queue: VecDeque::new(),
@@ -146,7 +146,7 @@ impl Pool {
             next_id: AtomicUsize::new(0),
             cfg,
         });
-        Pool { inner }
+        WorkerPool { inner }
     }
 
     /// Starts the workers and the monitor. Separate from `new` so the owner can finish
@@ -258,7 +258,7 @@ impl Pool {
     }
 }
 
-/// Puts `job` into the calling worker's next slot (call only when [`Pool::is_local`] said
+/// Puts `job` into the calling worker's next slot (call only when [`WorkerPool::is_local`] said
 /// so for the job's pool); a displaced job goes to the shared queue. Needs no pool handle
 /// from the caller.
 #[inline]
@@ -276,7 +276,7 @@ pub(crate) fn schedule_local(job: Job) {
 
 /// Runs `f` with wake-ups on this thread collected into one batch submitted at the end;
 /// also returns how many tasks that batch held.
-pub(crate) fn batched<R>(pool: &Pool, f: impl FnOnce() -> R) -> (R, usize) {
+pub(crate) fn batched<R>(pool: &WorkerPool, f: impl FnOnce() -> R) -> (R, usize) {
     pool.inner.batched(f)
 }
 

@@ -1,6 +1,6 @@
 //! Spawned futures: a task is a future plus its scheduling state, run by the pool.
 
-use super::pool::{Pool, Runnable};
+use super::pool::{WorkerPool, Runnable};
 use super::state::SchedState;
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -89,7 +89,7 @@ struct JoinSlot<T> {
 
 struct Task<F: Future> {
     state: SchedState,
-    pool: Pool,
+    pool: WorkerPool,
     /// Only the runner touches the future: the scheduled flag makes it exclusive.
     future: UnsafeCell<Option<F>>,
     join: Mutex<JoinSlot<F::Output>>,
@@ -126,7 +126,7 @@ where
     }
 
     /// Registers a detached task that is waiting for a wake-up with the pool, so shutdown
-    /// can free it (see `Pool::shutdown`). Only such tasks need it: a queued one is found in
+    /// can free it (see `WorkerPool::shutdown`). Only such tasks need it: a queued one is found in
     /// the queue, and most tasks finish in their first poll and never get here. Called under
     /// the join lock (by `detach`, or by the first poll that returned Pending, whichever
     /// comes second), so `complete` cannot slip in between and leave a stale entry.
@@ -372,7 +372,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 }
 
 /// Spawns `future` on `pool` and returns its handle.
-pub(crate) fn spawn_on<F>(pool: &Pool, future: F) -> JoinHandle<F::Output>
+pub(crate) fn spawn_on<F>(pool: &WorkerPool, future: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,

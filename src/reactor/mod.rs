@@ -18,7 +18,7 @@ mod commands;
 mod slab;
 pub(crate) mod timer;
 
-use crate::exec::pool::{batch_len, batched, Pool};
+use crate::exec::pool::{batch_len, batched, WorkerPool};
 use crate::sys::{Event, Interest, Poller};
 use commands::CommandQueue;
 use slab::Slab;
@@ -242,7 +242,7 @@ impl<H: 'static> Loop<H> {
 impl<H: 'static> Loop<H> {
     /// The loop's own thread: drives the loop when no one else does (what becomes ready
     /// goes to `pool`), and ends it on stop.
-    pub(crate) fn standby(self: &Arc<Self>, rt: &Arc<H>, pool: &Pool) {
+    pub(crate) fn standby(self: &Arc<Self>, rt: &Arc<H>, pool: &WorkerPool) {
         let mut nap = STANDBY_NAP.0;
         let mut seen = u64::MAX;
         while !self.stopping.load(Ordering::Acquire) {
