@@ -3,7 +3,9 @@
 //! Event loops wait for readiness; a pool of worker threads does the work. A connection is
 //! a task that one worker at a time runs in rounds: read until a short read into a
 //! borrowed buffer, hand the bytes to the handler, write everything the round produced in
-//! one vectored write. See `DESIGN.md` in the repository for the whole picture.
+//! one vectored write. See `ARCHITECTURE.md` in the repository for the layers, a request's
+//! path through them, and the rule every protocol follows (a sans-IO machine plus a thin
+//! driver).
 //!
 //! ```no_run
 //! use fibr::{Binding, Config, Conn, Engine, Handler};

@@ -1,35 +1,24 @@
-//! Sans-IO HTTP/1.1 codec: no sockets, threads or clocks (except the per-thread Date
-//! cache in `date`). The server's dispatcher and the client's connections feed it bytes
-//! and write what it produces.
+//! Sans-IO HTTP/1.1, both roles: the connection machines and the codec under them. No
+//! sockets, threads or clocks (the Date header's per-thread cache in `date` aside; the
+//! machines are handed the time and a Date source).
 //!
-//! - `parse`: `parse_request_head(buf, &Limits)` → `RequestHead` (method, URI, version,
-//!   headers, body framing, keep-alive, expect-continue, upgrade) and the bytes consumed,
+//! - `server`: `ServerConn`, the server side of a connection (requests in, responses out
+//!   in order, keep-alive, 100-continue, upgrades, timeouts, limits). Driven by
+//!   `http::server`.
+//! - `client_conn`: `ClientConn`, the client side (request heads out, response heads in
+//!   past bounded 1xx, the reuse decision). Driven by `client::conn`.
+//! - `parse`: `parse_request_head(buf, &Limits)` → `RequestHead` and the bytes consumed,
 //!   enforcing RFC 9112's message-framing and validation rules. `ParseError::status()` is
 //!   the status to answer with; any `ParseError` means: answer, then close.
-//! - `chunked`: `ChunkedDecoder` for `Transfer-Encoding: chunked` request bodies
-//!   (zero-copy, incremental, bounded state, trailers).
-//! - `encode`: response heads (`encode_head`, `framing_for`), chunks
-//!   (`encode_chunk`, `encode_chunk_header`, `encode_last_chunk`),
+//! - `client`: `parse_response_head` (framing per RFC 9112 §6.3, keep-alive) and
+//!   `encode_request_head` with `BodyFraming::choose`.
+//! - `body`: `BodyFraming` (one framing for both roles and directions), `BodyDecoder`
+//!   (length, chunked, until close; trailers bounded by `MAX_TRAILER_BYTES`) and
+//!   `BodyEncoder` (chunk lines, a Content-Length held to).
+//! - `chunked`: `ChunkedDecoder`, the chunked coding's incremental, zero-copy state machine.
+//! - `encode`: response heads (`encode_head`, `framing_for`), chunk encoders,
 //!   `response_wants_close`.
 //! - `date`: `http_date()`, the current IMF-fixdate for the Date header.
-//! - `client`: the client's side: `encode_request_head` (with `RequestBodyFraming`),
-//!   `parse_response_head` (framing per RFC 9112 §6.3, keep-alive). Chunked bodies use
-//!   the same `ChunkedDecoder` and chunk encoders as the server.
-//!
-//! Typical use on the server, per connection:
-//!
-//! 1. `parse_request_head(&inbuf, &limits)`: `Ok(None)` → read more; `Err(e)` →
-//!    answer with `e.status()` (and `connection: close`), flush, close;
-//!    `Ok(Some((head, n)))` → drop `n` bytes from `inbuf`.
-//! 2. Body per `head.framing`: `Empty`; `Length(n)` → the next n bytes; `Chunked` →
-//!    `ChunkedDecoder::decode` until `Done` (errors → as above). If
-//!    `head.expect_continue` and the body is wanted, send `HTTP/1.1 100 Continue\r\n\r\n`
-//!    first.
-//! 3. Response: `framing_for(is_head, status, exact_size_hint, head.version)`, then
-//!    `encode_head(head.version, status, &headers, &framing, keep_alive, &http_date(),
-//!    &mut out)` with `keep_alive = head.keep_alive && !response_wants_close(&headers)`
-//!    (and false when the request body was not fully read), then the body.
-//! 4. Close after the response if `!keep_alive` or `framing.closes_connection()`.
 
 pub(crate) mod body;
 pub(crate) mod chunked;
