@@ -14,7 +14,9 @@
 //!   prefix-stably within the limits, with framing and reuse as RFC 9112 says; generated
 //!   responses parse back to their status, version, fields, framing and body; request
 //!   heads from `encode_request_head` parse back (server parser) to their method, target,
-//!   fields and the framing the body length calls for.
+//!   fields and the framing the body length calls for;
+//! - the server's connection machine: generated pipelines (and mutated ones, and random
+//!   bytes) are answered the same whatever the reads, never panicking.
 
 #[allow(dead_code)]
 #[path = "../fuzz/src/lib.rs"]
@@ -23,8 +25,9 @@ mod checks;
 use checks::{
     check_chunked, check_chunked_round_trip, check_head, check_pipeline, check_request_head,
     check_request_round_trip, check_response_input, check_response_round_trip,
-    check_response_stream, response_options, trailer_name, trailer_value, BodySpec, RequestSpec,
-    ResponseSpec, SERVER_MAX_TRAILER_BYTES, SMALL_LIMITS, SMALL_RESPONSE_LIMITS, TRAILER_LIMITS,
+    check_response_stream, check_server_conn, response_options, trailer_name, trailer_value,
+    BodySpec, RequestSpec, ResponseSpec, SERVER_MAX_TRAILER_BYTES, SMALL_LIMITS,
+    SMALL_RESPONSE_LIMITS, TRAILER_LIMITS,
 };
 use fibr::http::fuzzing::{
     decode_chunked, encode_chunk, encode_last_chunk, parse_request_head, parse_response_head,
@@ -1259,4 +1262,55 @@ fn request_http10_body_of_unknown_length_is_not_chunked() {
         body_len: None,
         title_case: false,
     });
+}
+
+// ---------------------------------------------------------------------------------------
+// The server's connection machine
+// ---------------------------------------------------------------------------------------
+
+/// Generated pipelines served whole, in two reads and byte by byte answer the same, and
+/// every request is answered (the echo service names it) unless the input asked to close.
+#[test]
+fn server_conn_answers_pipelines_the_same_however_read() {
+    let mut runner = TestRunner::new(config(200));
+    runner
+        .run(&(vec(request(), 1..6), any::<usize>()), |(reqs, split)| {
+            let stream: Vec<u8> = reqs.iter().flat_map(|r| r.bytes.clone()).collect();
+            check_server_conn(&stream, split);
+            let (out, _) = fibr::http::fuzzing::serve_pieces(&[&stream], &Limits::default(), None);
+            let first = format!("{} {}\n", reqs[0].method, reqs[0].target);
+            let out = String::from_utf8_lossy(&out);
+            prop_assert!(
+                reqs[0].method == Method::HEAD || out.contains(&first),
+                "{first:?} not answered: {out}"
+            );
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn server_conn_mutated_and_random_input_never_panics() {
+    let mut runner = TestRunner::new(config(400));
+    runner
+        .run(
+            &(
+                vec(request(), 1..4),
+                vec((any::<usize>(), any::<u8>(), 0u8..3), 0..6),
+                any::<usize>(),
+            ),
+            |(reqs, ops, split)| {
+                let stream: Vec<u8> = reqs.iter().flat_map(|r| r.bytes.clone()).collect();
+                check_server_conn(&mutate(stream, &ops), split);
+                Ok(())
+            },
+        )
+        .unwrap();
+    let mut runner = TestRunner::new(config(300));
+    runner
+        .run(&(soup(600), any::<usize>()), |(data, split)| {
+            check_server_conn(&data, split);
+            Ok(())
+        })
+        .unwrap();
 }

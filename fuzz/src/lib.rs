@@ -6,8 +6,8 @@
 
 use fibr::http::fuzzing::{
     decode_chunked, encode_chunk, encode_chunk_header, encode_last_chunk, encode_request_head,
-    is_forbidden_trailer, parse_request_head, parse_response_head, ChunkedDecoder, Decoded,
-    Framing, Head, Limits, Outcome, ResponseFraming, ResponseHead, ResponseLimits,
+    is_forbidden_trailer, parse_request_head, parse_response_head, serve_pieces, ChunkedDecoder,
+    Decoded, Framing, Head, Limits, Outcome, ResponseFraming, ResponseHead, ResponseLimits,
 };
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
@@ -1222,4 +1222,64 @@ pub fn check_request_round_trip(spec: &RequestSpec) {
         assert_eq!(head.framing, framing, "{}", ctx());
     }
     check_head(&bytes, &limits);
+}
+
+// ---------------------------------------------------------------------------------------
+// The server's connection machine
+// ---------------------------------------------------------------------------------------
+
+/// Serves `data` as one connection's input through the server's connection machine (an
+/// echo service answers every request) and checks, whatever the input:
+/// - no panic, and what is written is responses (`HTTP/1.1 ` first);
+/// - the reads do not matter: `data` in one read, split in two at `split`, and byte by
+///   byte (the first 512 bytes) give the same answers and the same close. One leeway: a
+///   head that breaks two rules may be refused for either, depending on how much of it
+///   had arrived (a long URI is refused before the rest of its head comes), so a closing
+///   error response at the end may differ in its status;
+/// - the head limits and a body limit (small and default) hold the same way.
+pub fn check_server_conn(data: &[u8], split: usize) {
+    for (limits, max_body) in [(Limits::default(), None), (SMALL_LIMITS, Some(64))] {
+        let whole = serve_pieces(&[data], &limits, max_body);
+        if !whole.0.is_empty() {
+            assert!(
+                whole.0.starts_with(b"HTTP/1.1 "),
+                "not a response: {}; input {}",
+                show(&whole.0),
+                show(data)
+            );
+        }
+        let at = split % (data.len() + 1);
+        let halves = serve_pieces(&[&data[..at], &data[at..]], &limits, max_body);
+        assert_same_answers(&whole, &halves, &format!("split at {at}"), data);
+        let head = &data[..data.len().min(512)];
+        let bytes: Vec<&[u8]> = head.chunks(1).collect();
+        let one = serve_pieces(&[head], &limits, max_body);
+        let by_byte = serve_pieces(&bytes, &limits, max_body);
+        assert_same_answers(&one, &by_byte, "byte-by-byte reads", head);
+    }
+}
+
+/// The same output and close, but for the status of a final closing error response.
+fn assert_same_answers(a: &(Vec<u8>, bool), b: &(Vec<u8>, bool), how: &str, data: &[u8]) {
+    let same = a == b || {
+        let (ea, eb) = (final_error(&a.0), final_error(&b.0));
+        a.1 && b.1 && ea.is_some() && ea == eb
+    };
+    assert!(
+        same,
+        "{how} changed the answer:\n{}\nvs\n{}\ninput {}",
+        show(&a.0),
+        show(&b.0),
+        show(data)
+    );
+}
+
+/// Where the last response starts, if it is an error response that closes: what comes
+/// before it.
+fn final_error(out: &[u8]) -> Option<&[u8]> {
+    let start = out.windows(9).rposition(|w| w == b"HTTP/1.1 ")?;
+    let last = &out[start..];
+    let error = last.get(9).is_some_and(|c| *c == b'4' || *c == b'5');
+    let closes = last.windows(19).any(|w| w == b"connection: close\r\n");
+    (error && closes).then_some(&out[..start])
 }

@@ -1,6 +1,6 @@
 //! Spawned futures: a task is a future plus its scheduling state, run by the pool.
 
-use super::pool::{WorkerPool, Runnable};
+use super::pool::{Runnable, WorkerPool};
 use super::state::SchedState;
 use std::any::Any;
 use std::cell::UnsafeCell;

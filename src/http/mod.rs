@@ -112,6 +112,25 @@ pub mod fuzzing {
         }))
     }
 
+    /// Feeds `pieces` (successive reads of one connection) to the server's connection
+    /// machine, with an echo service that answers every request with `METHOD target\n`
+    /// and its body as soon as the body is complete: what the server wrote, and whether it
+    /// closed the connection. The Date header is fixed, and no timeout expires.
+    pub fn serve_pieces(
+        pieces: &[&[u8]],
+        limits: &Limits,
+        max_body_size: Option<u64>,
+    ) -> (Vec<u8>, bool) {
+        let cfg = super::Config {
+            max_head_bytes: limits.max_head_bytes,
+            max_headers: limits.max_headers,
+            max_uri_len: limits.max_uri_len,
+            max_body_size,
+            ..super::Config::default()
+        };
+        h1::server::serve_pieces(pieces, &cfg)
+    }
+
     /// What one `ChunkedDecoder::decode` call produced.
     #[derive(Debug, PartialEq, Eq)]
     pub enum Decoded<'a> {

@@ -25,8 +25,11 @@ use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
 use std::collections::VecDeque;
 use std::time::Instant;
 
+mod echo;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use echo::serve_pieces;
 
 /// The interim response a client that sent `Expect: 100-continue` waits for.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -213,6 +216,10 @@ pub(crate) struct ServerConn<B, X> {
     queue: VecDeque<Slot<X>>,
     /// The last request in the queue waits for the service to be ready.
     parked: bool,
+    /// Parsing stopped on something other than the end of the input (a parked request,
+    /// the pipeline depth, a full body buffer, an upgrade waiting): the kept bytes are to
+    /// be parsed again once that is gone, not before (they would only be incomplete again).
+    held_back: bool,
     served: usize,
     /// When the queue last became empty (for the idle timeout).
     idle_since: Instant,
@@ -225,6 +232,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             reading: Reading::Head { started: None },
             queue: VecDeque::new(),
             parked: false,
+            held_back: false,
             served: 0,
             idle_since: now,
         }
@@ -273,6 +281,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         D: Dispatch<Body = B, Exchange = X>,
     {
         let mut pos = 0;
+        self.held_back = false;
         loop {
             match &mut self.reading {
                 // Nothing after a request we will not answer normally is read.
@@ -285,11 +294,18 @@ impl<B: BodySink, X> ServerConn<B, X> {
                     }
                     continue;
                 }
-                Reading::UpgradeWaits if !self.queue.is_empty() => return pos,
+                Reading::UpgradeWaits if !self.queue.is_empty() => {
+                    self.held_back = true;
+                    return pos;
+                }
                 Reading::UpgradeWaits => self.reading = Reading::Head { started: None },
                 Reading::Head { .. } => {}
             }
-            if pos == input.len() || self.parked || self.queue.len() >= cfg.max_pipelined {
+            if pos == input.len() {
+                return pos;
+            }
+            if self.parked || self.queue.len() >= cfg.max_pipelined {
+                self.held_back = true;
                 return pos;
             }
             match parse_request_head(&input[pos..], &head_limits(cfg)) {
@@ -309,10 +325,11 @@ impl<B: BodySink, X> ServerConn<B, X> {
                     if head.upgrade && D::HANDS_OFF_UPGRADES {
                         // The new owner takes the connection from this request on, once
                         // the responses before it are written.
-                        self.reading = if self.queue.is_empty() {
-                            Reading::Upgraded
-                        } else {
+                        self.held_back = !self.queue.is_empty();
+                        self.reading = if self.held_back {
                             Reading::UpgradeWaits
+                        } else {
+                            Reading::Upgraded
                         };
                         return pos;
                     }
@@ -424,6 +441,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         loop {
             if !body.sink.reader_gone() && !body.sink.has_room() {
                 // The service is behind: keep the rest for later.
+                self.held_back = true;
                 return pos;
             }
             match body.decoder.decode(&input[pos..]) {
@@ -772,7 +790,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             read: self.wants_read(cfg),
             close: self.should_close(),
             deadline,
-            parse_kept: !self.kept.is_empty() && self.can_parse_kept(cfg),
+            parse_kept: self.held_back && !self.kept.is_empty() && self.can_parse_kept(cfg),
         }
     }
 

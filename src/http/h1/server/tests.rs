@@ -249,8 +249,30 @@ fn a_request_in_pieces_waits_for_its_head() {
     for b in GET_A.chunks(3) {
         assert!(h.svc.requests.is_empty());
         h.feed(b);
+        // A partial head waits for the client: parsing it again now would find it just
+        // as incomplete (the driver would spin).
+        let a = h.end();
+        assert!(a.read && !a.parse_kept);
     }
     assert_eq!(h.svc.requests, ["GET /a"]);
+}
+
+#[test]
+fn kept_bytes_are_parsed_again_only_once_what_held_them_is_gone() {
+    let mut h: Harness = Harness::new(Config {
+        max_pipelined: 1,
+        ..Config::default()
+    });
+    // Held by the pipeline depth, with a partial head behind: parse again once answered,
+    // and then not again while the head stays partial.
+    h.feed(&[GET_A, b"GET /b HT"].concat());
+    assert!(!h.end().parse_kept);
+    h.respond(200, "a");
+    assert!(h.end().parse_kept);
+    h.feed(b"");
+    assert!(!h.end().parse_kept);
+    h.feed(b"TP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(h.svc.requests, ["GET /a", "GET /b"]);
 }
 
 #[test]
