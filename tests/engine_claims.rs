@@ -1,0 +1,215 @@
+//! Claims of the README's "The engine underneath" that no other test checked, on real
+//! sockets on 127.0.0.1:
+//!
+//! - `Conn::set_handler`: a handler that peeks at a connection's first bytes hands the live
+//!   connection to another handler, which gets everything that follows (also bytes the
+//!   same round reads, and the connection's last callbacks).
+//!
+//! Every test runs under a watchdog, bounds every client operation with a timeout and
+//! shuts its engine down. Run on both backends (`FIBR_BACKEND=epoll|portable`).
+
+mod common;
+
+use fibr::{Binding, Config, Conn, Engine, Handler};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use common::{bounded, connect_within, read_to_eof, wait_until};
+
+const LIMIT: Duration = Duration::from_secs(30);
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+const SETTLE: Duration = Duration::from_secs(5);
+
+fn addr(engine: &Engine) -> SocketAddr {
+    let addrs = engine.binding_addrs(0);
+    assert_eq!(addrs.len(), 1, "{addrs:?}");
+    addrs[0]
+}
+
+// ---------------------------------------------------------------------------------------
+// Conn::set_handler
+// ---------------------------------------------------------------------------------------
+
+/// What each handler saw, shared with the test.
+#[derive(Default)]
+struct Seen {
+    /// Callbacks the peeking handler got after it had handed the connection over.
+    peek_after_handover: AtomicUsize,
+    peek_closed: AtomicUsize,
+    /// (handler name, error) for each `on_close` of a protocol handler.
+    closed: Mutex<Vec<(&'static str, Option<String>)>>,
+    eofs: AtomicUsize,
+}
+
+/// Echoes every byte through `map` (the "protocol" the peek chose).
+struct Mapper {
+    name: &'static str,
+    map: fn(u8) -> u8,
+    seen: Arc<Seen>,
+}
+
+impl Handler for Mapper {
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        let out: Vec<u8> = data.iter().map(|&b| (self.map)(b)).collect();
+        let _ = conn.send(&out);
+    }
+    fn on_eof(&self, conn: &Conn) {
+        self.seen.eofs.fetch_add(1, Ordering::SeqCst);
+        conn.close();
+    }
+    fn on_close(&self, _conn: &Conn, err: Option<io::Error>) {
+        self.seen
+            .closed
+            .lock()
+            .unwrap()
+            .push((self.name, err.map(|e| e.to_string())));
+    }
+}
+
+/// Marks a connection handed over (its context).
+struct HandedOver;
+
+/// Reads a first line (`upper` or `lower`), then hands the connection to the `Mapper` it
+/// names, passing it the bytes that came after the line; it keeps nothing else. A callback
+/// it gets after that is counted (and answered unmapped, so the client sees it too).
+struct Peek {
+    seen: Arc<Seen>,
+}
+
+impl Handler for Peek {
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        if conn.with_context::<HandedOver, _>(|h| h.is_some()) {
+            self.seen.peek_after_handover.fetch_add(1, Ordering::SeqCst);
+            let _ = conn.send(data);
+            return;
+        }
+        let mut head = conn.take_context::<Vec<u8>>().unwrap_or_default();
+        head.extend_from_slice(data);
+        let Some(nl) = head.iter().position(|&b| b == b'\n') else {
+            assert!(head.len() < 64, "no protocol line");
+            conn.set_context(head);
+            return;
+        };
+        let (name, map): (&'static str, fn(u8) -> u8) = match &head[..nl] {
+            b"upper" => ("upper", |b: u8| b.to_ascii_uppercase()),
+            b"lower" => ("lower", |b: u8| b.to_ascii_lowercase()),
+            other => panic!("unknown protocol {:?}", String::from_utf8_lossy(other)),
+        };
+        let next = Arc::new(Mapper {
+            name,
+            map,
+            seen: self.seen.clone(),
+        });
+        conn.set_context(HandedOver);
+        conn.set_handler(next.clone());
+        // The rest of this read is the new handler's too.
+        if head.len() > nl + 1 {
+            next.on_data(conn, &head[nl + 1..]);
+        }
+    }
+    fn on_eof(&self, conn: &Conn) {
+        self.seen.peek_after_handover.fetch_add(1, Ordering::SeqCst);
+        conn.close();
+    }
+    fn on_close(&self, _conn: &Conn, _err: Option<io::Error>) {
+        self.seen.peek_closed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn read_exactly(s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    s.read_exact(&mut v).expect("read the echo");
+    v
+}
+
+/// A connection's first bytes pick its handler; the new handler gets the rest of that
+/// read, every later read and the connection's EOF and close; the peeking handler gets
+/// nothing more.
+#[test]
+fn set_handler_hands_a_live_connection_over_after_a_peek() {
+    bounded(LIMIT, || {
+        let seen = Arc::new(Seen::default());
+        let engine = Engine::new(
+            Config::default(),
+            [Binding::tcp("127.0.0.1:0", Peek { seen: seen.clone() })],
+        )
+        .unwrap();
+        let addr = addr(&engine);
+
+        // The line split over two writes, the first data in the line's write.
+        let mut up = connect_within(addr, IO_TIMEOUT);
+        up.write_all(b"up").unwrap();
+        thread::sleep(Duration::from_millis(50));
+        up.write_all(b"per\nMixed Case").unwrap();
+        assert_eq!(read_exactly(&mut up, 10), b"MIXED CASE");
+        let mut low = connect_within(addr, IO_TIMEOUT);
+        low.write_all(b"lower\n").unwrap();
+        low.write_all(b"Other Conn").unwrap();
+        assert_eq!(read_exactly(&mut low, 10), b"other conn");
+        for _ in 0..3 {
+            up.write_all(b"again, Later").unwrap();
+            assert_eq!(read_exactly(&mut up, 12), b"AGAIN, LATER");
+        }
+
+        up.shutdown(Shutdown::Write).unwrap();
+        let (rest, err) = read_to_eof(&mut up);
+        assert!(rest.is_empty() && err.is_none(), "{rest:?} {err:?}");
+        drop(low);
+        assert!(wait_until(SETTLE, || engine.connections() == 0));
+        assert_eq!(seen.peek_after_handover.load(Ordering::SeqCst), 0);
+        assert_eq!(seen.peek_closed.load(Ordering::SeqCst), 0);
+        assert_eq!(seen.eofs.load(Ordering::SeqCst), 2);
+        let mut closed = seen.closed.lock().unwrap().clone();
+        closed.sort();
+        assert_eq!(closed, [("lower", None), ("upper", None)]);
+        engine.shutdown(Duration::from_secs(1));
+    });
+}
+
+/// The line and 256 KiB behind it in one write, read 4 KiB at a time: the reads after the
+/// one that found the line run in the same round, and they too reach the new handler.
+#[test]
+fn set_handler_applies_within_the_round_that_called_it() {
+    bounded(LIMIT, || {
+        let seen = Arc::new(Seen::default());
+        let config = Config {
+            read_buffer_size: 4096,
+            ..Config::default()
+        };
+        let engine = Engine::new(
+            config,
+            [Binding::tcp("127.0.0.1:0", Peek { seen: seen.clone() })],
+        )
+        .unwrap();
+        let mut s = connect_within(addr(&engine), IO_TIMEOUT);
+        let body: Vec<u8> = (0..256 * 1024).map(|i| b"abcdefgh"[i % 8]).collect();
+        let mut msg = b"upper\n".to_vec();
+        msg.extend_from_slice(&body);
+        let mut w = s.try_clone().unwrap();
+        let writer = thread::spawn(move || {
+            w.write_all(&msg).unwrap();
+            w.shutdown(Shutdown::Write).unwrap();
+        });
+        let (got, err) = read_to_eof(&mut s);
+        writer.join().unwrap();
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(got.len(), body.len());
+        let lower = got.iter().filter(|b| b.is_ascii_lowercase()).count();
+        assert_eq!(
+            lower,
+            0,
+            "{lower} bytes after the handover went to the old handler ({} of its callbacks)",
+            seen.peek_after_handover.load(Ordering::SeqCst)
+        );
+        assert_eq!(got, body.to_ascii_uppercase());
+        assert!(wait_until(SETTLE, || engine.connections() == 0));
+        assert_eq!(seen.peek_after_handover.load(Ordering::SeqCst), 0);
+        assert_eq!(seen.peek_closed.load(Ordering::SeqCst), 0);
+        assert_eq!(*seen.closed.lock().unwrap(), [("upper", None)]);
+        engine.shutdown(Duration::from_secs(1));
+    });
+}
