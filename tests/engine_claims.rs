@@ -3,7 +3,8 @@
 //!
 //! - `Conn::set_handler`: a handler that peeks at a connection's first bytes hands the live
 //!   connection to another handler, which gets everything that follows (also bytes the
-//!   same round reads, and the connection's last callbacks).
+//!   same round reads, and the connection's last callbacks);
+//! - `Conn::shutdown_write`: the peer sees EOF after everything queued, and reads go on.
 //!
 //! Every test runs under a watchdog, bounds every client operation with a timeout and
 //! shuts its engine down. Run on both backends (`FIBR_BACKEND=epoll|portable`).
@@ -13,7 +14,7 @@ mod common;
 use fibr::{Binding, Config, Conn, Engine, Handler};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -210,6 +211,89 @@ fn set_handler_applies_within_the_round_that_called_it() {
         assert_eq!(seen.peek_after_handover.load(Ordering::SeqCst), 0);
         assert_eq!(seen.peek_closed.load(Ordering::SeqCst), 0);
         assert_eq!(*seen.closed.lock().unwrap(), [("upper", None)]);
+        engine.shutdown(Duration::from_secs(1));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Conn::shutdown_write
+// ---------------------------------------------------------------------------------------
+
+/// On "go\n": sends `BIG` bytes and "END", then shuts its write side. Records everything it
+/// reads after that, its EOF and its close.
+struct HalfCloser {
+    after: Arc<Mutex<Vec<u8>>>,
+    shut: Arc<AtomicBool>,
+    eof: Arc<AtomicBool>,
+    closed: Arc<Mutex<Option<Option<String>>>>,
+}
+
+const BIG: usize = 8 << 20;
+
+impl Handler for HalfCloser {
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        if self.shut.load(Ordering::SeqCst) {
+            self.after.lock().unwrap().extend_from_slice(data);
+            // Output after the half close is refused, and costs the connection nothing.
+            let e = conn.send(b"too late").unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::BrokenPipe);
+            return;
+        }
+        assert_eq!(data, b"go\n");
+        let big: Vec<u8> = (0..BIG).map(|i| (i % 251) as u8).collect();
+        conn.send(&big).unwrap();
+        conn.send(b"END").unwrap();
+        conn.shutdown_write();
+        self.shut.store(true, Ordering::SeqCst);
+    }
+    fn on_eof(&self, conn: &Conn) {
+        self.eof.store(true, Ordering::SeqCst);
+        conn.close();
+    }
+    fn on_close(&self, _conn: &Conn, err: Option<io::Error>) {
+        *self.closed.lock().unwrap() = Some(err.map(|e| e.to_string()));
+    }
+}
+
+/// The peer reads everything queued (8 MiB, more than the socket takes at once) and then
+/// EOF; the connection still reads what the peer sends afterwards, and its EOF.
+#[test]
+fn shutdown_write_sends_eof_after_the_queue_and_reads_go_on() {
+    bounded(LIMIT, || {
+        let h = HalfCloser {
+            after: Arc::default(),
+            shut: Arc::default(),
+            eof: Arc::default(),
+            closed: Arc::default(),
+        };
+        let (after, eof, closed) = (h.after.clone(), h.eof.clone(), h.closed.clone());
+        let engine = Engine::new(Config::default(), [Binding::tcp("127.0.0.1:0", h)]).unwrap();
+        let mut s = connect_within(addr(&engine), IO_TIMEOUT);
+        s.write_all(b"go\n").unwrap();
+        let (got, err) = read_to_eof(&mut s);
+        assert!(err.is_none(), "expected EOF, got {err:?}");
+        assert_eq!(got.len(), BIG + 3, "bytes before EOF");
+        assert!(got[..BIG]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == (i % 251) as u8));
+        assert_eq!(&got[BIG..], b"END");
+        // Our side still writes, and the server still reads.
+        assert!(engine.connections() == 1 && closed.lock().unwrap().is_none());
+        s.write_all(b"still reading").unwrap();
+        assert!(
+            wait_until(SETTLE, || *after.lock().unwrap() == b"still reading"),
+            "read after the half close: {:?}",
+            String::from_utf8_lossy(&after.lock().unwrap())
+        );
+        assert!(!eof.load(Ordering::SeqCst));
+        s.shutdown(Shutdown::Write).unwrap();
+        assert!(wait_until(SETTLE, || closed.lock().unwrap().is_some()));
+        assert!(eof.load(Ordering::SeqCst));
+        assert_eq!(*closed.lock().unwrap(), Some(None), "closed with an error");
+        let (tail, err) = read_to_eof(&mut s);
+        assert!(tail.is_empty() && err.is_none(), "{tail:?} {err:?}");
+        assert!(wait_until(SETTLE, || engine.connections() == 0));
         engine.shutdown(Duration::from_secs(1));
     });
 }

@@ -95,6 +95,7 @@ const F_SHUT_WR: u32 = 1 << 8; // shutdown_write requested
 const F_PEER_FIN: u32 = 1 << 9; // the poller saw the peer's FIN (or a hang-up)
 const F_DETACHED: u32 = 1 << 10; // the socket lives on in another owner (no linger)
 const F_NEW_HANDLER: u32 = 1 << 11; // set_handler replaced the handler (a round reloads it)
+const F_WR_SHUT: u32 = 1 << 12; // shutdown_write was called: no more sends are taken
 
 /// How many rounds a connection runs back to back before letting others go first.
 const ROUNDS_PER_TURN: usize = 4;
@@ -354,6 +355,18 @@ impl ConnInner {
             return self.close_now(&conn, Some(e));
         }
         self.end_round(&conn, &mut handler);
+    }
+
+    /// Err once `shutdown_write` was called: a send then would follow our FIN, and the
+    /// socket's EPIPE would close a connection that is still reading.
+    fn check_write_open(&self) -> io::Result<()> {
+        if self.flag(F_WR_SHUT) {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the connection's write side is shut down (shutdown_write)",
+            ));
+        }
+        Ok(())
     }
 
     /// Reloads `handler` if [`Conn::set_handler`] replaced it since it was loaded, so the
@@ -780,6 +793,7 @@ impl Conn {
                 "the connection is closed",
             ));
         }
+        inner.check_write_open()?;
         let before = io.out.queued();
         if inner.kind == Kind::Udp {
             for b in bufs {
@@ -817,6 +831,7 @@ impl Conn {
                 "the connection is closed",
             ));
         }
+        inner.check_write_open()?;
         let before = io.out.queued();
         io.out.push_file(file, offset, len);
         inner.account(before, io.out.queued());
@@ -834,9 +849,10 @@ impl Conn {
         self.inner.notify(EV_CLOSE);
     }
 
-    /// Half close: no more output after what is queued (the peer sees EOF); reads go on.
+    /// Half close: no more output after what is queued (the peer sees EOF once it is
+    /// written); reads go on. Sends after this fail with `BrokenPipe`.
     pub fn shutdown_write(&self) {
-        self.inner.set(F_SHUT_WR);
+        self.inner.set(F_WR_SHUT | F_SHUT_WR);
         self.inner.notify(EV_FLUSH);
     }
 
