@@ -4,7 +4,10 @@
 //! - `Conn::set_handler`: a handler that peeks at a connection's first bytes hands the live
 //!   connection to another handler, which gets everything that follows (also bytes the
 //!   same round reads, and the connection's last callbacks);
-//! - `Conn::shutdown_write`: the peer sees EOF after everything queued, and reads go on.
+//! - `Conn::shutdown_write`: the peer sees EOF after everything queued, and reads go on;
+//! - UDP batching: datagrams sent at once (one sendmmsg, more than one recvmmsg batch,
+//!   from several peers) all arrive, each on its peer's connection, and every answer of a
+//!   round (several per datagram, sent with sendmmsg) comes back in order.
 //!
 //! Every test runs under a watchdog, bounds every client operation with a timeout and
 //! shuts its engine down. Run on both backends (`FIBR_BACKEND=epoll|portable`).
@@ -13,7 +16,7 @@ mod common;
 
 use fibr::{Binding, Config, Conn, Engine, Handler};
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -294,6 +297,134 @@ fn shutdown_write_sends_eof_after_the_queue_and_reads_go_on() {
         let (tail, err) = read_to_eof(&mut s);
         assert!(tail.is_empty() && err.is_none(), "{tail:?} {err:?}");
         assert!(wait_until(SETTLE, || engine.connections() == 0));
+        engine.shutdown(Duration::from_secs(1));
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// UDP batching
+// ---------------------------------------------------------------------------------------
+
+/// Answers each datagram with `REPLIES` datagrams `"{d}/{k}"`; counts peers opened.
+struct Fanout {
+    opened: Arc<AtomicUsize>,
+    received: Arc<AtomicUsize>,
+}
+
+const REPLIES: usize = 3;
+
+impl Handler for Fanout {
+    fn on_open(&self, _conn: &Conn) {
+        self.opened.fetch_add(1, Ordering::SeqCst);
+    }
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        self.received.fetch_add(1, Ordering::SeqCst);
+        for k in 0..REPLIES {
+            let mut d = data.to_vec();
+            d.extend_from_slice(format!("/{k}").as_bytes());
+            conn.send(&d).unwrap();
+        }
+    }
+}
+
+/// Sends every datagram in one sendmmsg call (all of them queued on the server's socket
+/// before it can read more than a few); returns how many the kernel took.
+fn send_at_once(s: &UdpSocket, datagrams: &[Vec<u8>]) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut iovs: Vec<libc::iovec> = datagrams
+        .iter()
+        .map(|d| libc::iovec {
+            iov_base: d.as_ptr() as *mut libc::c_void,
+            iov_len: d.len(),
+        })
+        .collect();
+    let mut msgs: Vec<libc::mmsghdr> = iovs
+        .iter_mut()
+        .map(|iov| {
+            // SAFETY: an all-zero mmsghdr is valid plain data (no name: the socket is connected).
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect();
+    // SAFETY: every header points at an iovec and a buffer that live through the call.
+    let n = unsafe {
+        libc::sendmmsg(
+            s.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            msgs.len() as libc::c_uint,
+            0,
+        )
+    };
+    assert!(n >= 0, "sendmmsg: {}", io::Error::last_os_error());
+    n as usize
+}
+
+/// Three peers each send 40 datagrams in one call (more than the 16 a recvmmsg batch
+/// takes, so batches hold several datagrams and several peers): every datagram reaches its
+/// peer's connection once, and its three answers (queued in one round, sent in one
+/// sendmmsg) all come back, in order.
+#[test]
+fn udp_datagrams_sent_at_once_are_all_received_and_answered_in_order() {
+    bounded(LIMIT, || {
+        let opened = Arc::new(AtomicUsize::new(0));
+        let received = Arc::new(AtomicUsize::new(0));
+        let engine = Engine::new(
+            Config::default(),
+            [Binding::udp(
+                "127.0.0.1:0",
+                Fanout {
+                    opened: opened.clone(),
+                    received: received.clone(),
+                },
+            )],
+        )
+        .unwrap();
+        let server = addr(&engine);
+        const PEERS: usize = 3;
+        const EACH: usize = 40;
+        let clients: Vec<UdpSocket> = (0..PEERS)
+            .map(|_| {
+                let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+                s.connect(server).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                s
+            })
+            .collect();
+        let sent: Vec<Vec<Vec<u8>>> = (0..PEERS)
+            .map(|p| {
+                (0..EACH)
+                    .map(|i| format!("peer {p} datagram {i:02}").into_bytes())
+                    .collect()
+            })
+            .collect();
+        for (c, datagrams) in clients.iter().zip(&sent) {
+            assert_eq!(send_at_once(c, datagrams), EACH);
+        }
+        for (p, (c, datagrams)) in clients.iter().zip(&sent).enumerate() {
+            let mut buf = [0u8; 256];
+            for d in datagrams {
+                for k in 0..REPLIES {
+                    let n = c.recv(&mut buf).unwrap_or_else(|e| {
+                        panic!(
+                            "peer {p}: no answer {k} to {:?}: {e} ({} datagrams received in all)",
+                            String::from_utf8_lossy(d),
+                            received.load(Ordering::SeqCst)
+                        )
+                    });
+                    let want = format!("{}/{k}", String::from_utf8_lossy(d));
+                    assert_eq!(String::from_utf8_lossy(&buf[..n]), want, "peer {p}");
+                }
+            }
+        }
+        assert_eq!(received.load(Ordering::SeqCst), PEERS * EACH);
+        assert_eq!(
+            opened.load(Ordering::SeqCst),
+            PEERS,
+            "one connection per peer"
+        );
+        assert_eq!(engine.connections(), PEERS);
         engine.shutdown(Duration::from_secs(1));
     });
 }
