@@ -181,11 +181,15 @@ taskset -c "$LOAD_CPU" wrk -t1 -c50 -d"${DURATION}s" --latency "$URL/" >"$WORK/w
 LOAD_PIDS+=($!)
 taskset -c "$LOAD_CPU" h2load --h1 -m16 -c8 -t1 -D "$DURATION" "$URL/json" >"$WORK/h2load.out" 2>&1 &
 LOAD_PIDS+=($!)
+# Each run is started only while the duration lasts and is always waited for, never cut
+# short: every run started must end with exit status 0 and its report (ab.N.rc holds the
+# status; a run without one did not end).
 (
   end=$((SECONDS + DURATION))
   i=0
   while [ $SECONDS -lt $end ]; do
     taskset -c "$LOAD_CPU" ab -q -n 500 -c 4 "$URL/users/$i" >"$WORK/ab.$i.out" 2>&1
+    echo $? >"$WORK/ab.$i.rc"
     i=$((i + 1))
   done
 ) &
@@ -252,12 +256,16 @@ H2_NON2XX=$(echo "$H2_CODES" | grep -oE '[0-9]+ (3xx|4xx|5xx)' | awk '{s += $1} 
 [ "${H2_FAILED:-1}" -eq 0 ] && [ "${H2_ERRORED:-1}" -eq 0 ] || fail+=("h2load: $H2_LINE")
 [ "$H2_NON2XX" -eq 0 ] || fail+=("h2load: $H2_CODES")
 
-AB_RUNS=0; AB_OK=0; AB_FAILED=0; AB_NON2XX=0
+AB_STARTED=0; AB_RUNS=0; AB_OK=0; AB_FAILED=0; AB_NON2XX=0; AB_BROKEN=()
 for f in "$WORK"/ab.*.out; do
   [ -e "$f" ] || continue
+  AB_STARTED=$((AB_STARTED + 1))
+  rc=$(cat "${f%.out}.rc" 2>/dev/null)
   c=$(num 'Complete requests: *[0-9]+' "$f")
-  if [ -z "$c" ]; then
-    # The last run is cut short when the duration ends; any other silent run is a failure.
+  if [ "$rc" != 0 ] || [ -z "$c" ]; then
+    # No run is cut short (see the loop above): a run that failed (a connection reset or
+    # refused, a timeout) or did not report is an error, wherever it came in the loop.
+    AB_BROKEN+=("$(basename "$f" .out) (exit ${rc:-none}): $(tr '\r\n' '  ' <"$f" | grep -oE '[^ ].{0,160}$')")
     continue
   fi
   AB_RUNS=$((AB_RUNS + 1)); AB_OK=$((AB_OK + c))
@@ -265,6 +273,7 @@ for f in "$WORK"/ab.*.out; do
   n=$(num 'Non-2xx responses: *[0-9]+' "$f"); AB_NON2XX=$((AB_NON2XX + ${n:-0}))
 done
 [ "$AB_RUNS" -gt 0 ] || fail+=("ab never completed a run")
+[ ${#AB_BROKEN[@]} -eq 0 ] || fail+=("ab: ${#AB_BROKEN[@]} of $AB_STARTED runs failed, first: ${AB_BROKEN[0]}")
 [ "$AB_FAILED" -eq 0 ] || fail+=("ab: $AB_FAILED failed requests")
 [ "$AB_NON2XX" -eq 0 ] || fail+=("ab: $AB_NON2XX non-2xx responses")
 
@@ -285,7 +294,7 @@ CPU_PCT=$(( (CPU1 - CPU0) * 100 / HZ / (LOADED_FOR > 0 ? LOADED_FOR : 1) ))
 echo "== summary (${DURATION}s)"
 echo "   wrk keep-alive GET /:        ${WRK_REQS:-?} requests, ${WRK_RPS:-?} req/s, p99 ${WRK_P99:-?}, non-2xx ${WRK_NON2XX}"
 echo "   h2load --h1 -m16 GET /json:  ${H2_OK:-?} succeeded, ${H2_RPS:-?}; $H2_CODES"
-echo "   ab churn (new connections):  ${AB_OK} requests in ${AB_RUNS} runs, failed ${AB_FAILED}, non-2xx ${AB_NON2XX}"
+echo "   ab churn (new connections):  ${AB_OK} requests in ${AB_RUNS} of ${AB_STARTED} runs, ${#AB_BROKEN[@]} runs failed, failed requests ${AB_FAILED}, non-2xx ${AB_NON2XX}"
 echo "   slow clients:                $SLOW"
 echo "   server CPU:                  ${CPU_PCT}% of a core"
 echo "   RSS: idle ${IDLE_RSS} KiB, warm-up peak ${WARM_PEAK} KiB, peak after warm-up ${AFTER_PEAK} KiB (limit ${LIMIT}), after the load ${FINAL_RSS} KiB"

@@ -94,6 +94,8 @@ const F_OVER_HIGH: u32 = 1 << 7; // reached the high watermark (on_drained owed)
 const F_SHUT_WR: u32 = 1 << 8; // shutdown_write requested
 const F_PEER_FIN: u32 = 1 << 9; // the poller saw the peer's FIN (or a hang-up)
 const F_DETACHED: u32 = 1 << 10; // the socket lives on in another owner (no linger)
+const F_NEW_HANDLER: u32 = 1 << 11; // set_handler replaced the handler (a round reloads it)
+const F_WR_SHUT: u32 = 1 << 12; // shutdown_write was called: no more sends are taken
 
 /// How many rounds a connection runs back to back before letting others go first.
 const ROUNDS_PER_TURN: usize = 4;
@@ -298,7 +300,7 @@ impl ConnInner {
             let e = io::Error::new(io::ErrorKind::TimedOut, "the peer stopped reading");
             return self.close_now(&conn, Some(e));
         }
-        let handler = self.handler.lock().unwrap().clone();
+        let mut handler = self.handler.lock().unwrap().clone();
         let mut err = None;
 
         if self.flag(F_CONNECTING) && ev & (EV_WRITE | EV_HUP | EV_READ) != 0 {
@@ -318,6 +320,7 @@ impl ConnInner {
                 return;
             }
         }
+        self.refresh(&mut handler);
         if ev & EV_WAKE != 0 && !self.call(&conn, "on_wake", || handler.on_wake(&conn)) {
             return;
         }
@@ -326,13 +329,14 @@ impl ConnInner {
         }
 
         if self.kind == Kind::Udp {
-            if !self.udp_round(&conn, &handler) {
+            if !self.udp_round(&conn, &mut handler) {
                 return;
             }
         } else if ev & (EV_READ | EV_HUP | EV_RESUME | EV_OPEN) != 0 || self.flag(F_READ_PENDING) {
-            match self.read_round(&conn, &handler) {
+            match self.read_round(&conn, &mut handler) {
                 ReadEnd::Open => {}
                 ReadEnd::Eof => {
+                    self.refresh(&mut handler);
                     if !self.call(&conn, "on_eof", || handler.on_eof(&conn)) {
                         return;
                     }
@@ -350,10 +354,33 @@ impl ConnInner {
         if let Some(e) = err {
             return self.close_now(&conn, Some(e));
         }
-        self.end_round(&conn, &handler);
+        self.end_round(&conn, &mut handler);
     }
 
-    fn read_round(&self, conn: &Conn, handler: &Arc<dyn Handler>) -> ReadEnd {
+    /// Err once `shutdown_write` was called: a send then would follow our FIN, and the
+    /// socket's EPIPE would close a connection that is still reading.
+    fn check_write_open(&self) -> io::Result<()> {
+        if self.flag(F_WR_SHUT) {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the connection's write side is shut down (shutdown_write)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reloads `handler` if [`Conn::set_handler`] replaced it since it was loaded, so the
+    /// next callback of the round goes to the new one.
+    #[inline]
+    fn refresh(&self, handler: &mut Arc<dyn Handler>) {
+        if self.flag(F_NEW_HANDLER) {
+            // Cleared before the load: a replacement made after it sets the flag again.
+            self.clear(F_NEW_HANDLER);
+            *handler = self.handler.lock().unwrap().clone();
+        }
+    }
+
+    fn read_round(&self, conn: &Conn, handler: &mut Arc<dyn Handler>) -> ReadEnd {
         let mut buf = PooledBuf::take(self.rt.config.read_buffer_size);
         loop {
             if self.reads_blocked() {
@@ -370,6 +397,7 @@ impl ConnInner {
                 }
                 Ok(n) => {
                     self.clear(F_READ_PENDING);
+                    self.refresh(handler);
                     if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
                         return ReadEnd::Closed;
                     }
@@ -396,7 +424,7 @@ impl ConnInner {
     }
 
     /// Flushes the round's output, applies the watermarks, closes if asked, re-arms.
-    fn end_round(self: &Arc<Self>, conn: &Conn, handler: &Arc<dyn Handler>) {
+    fn end_round(self: &Arc<Self>, conn: &Conn, handler: &mut Arc<dyn Handler>) {
         let cfg = &self.rt.config;
         let mut io = self.io.lock().unwrap();
         io.in_round = false;
@@ -473,6 +501,7 @@ impl ConnInner {
                 .rearm(self.fd, self.token.load(Ordering::Acquire), interest);
         }
         if drained {
+            self.refresh(handler);
             self.call(conn, "on_drained", || handler.on_drained(conn));
         }
     }
@@ -640,10 +669,11 @@ impl ConnInner {
         self.rt.conn_closed();
     }
 
-    fn udp_round(&self, conn: &Conn, handler: &Arc<dyn Handler>) -> bool {
+    fn udp_round(&self, conn: &Conn, handler: &mut Arc<dyn Handler>) -> bool {
         let Some(link) = &self.udp else { return true };
         while !self.flag(F_HELD | F_CLOSING) {
             let Some(d) = link.next_datagram() else { break };
+            self.refresh(handler);
             if !self.call(conn, "on_data", || handler.on_data(conn, &d)) {
                 return false;
             }
@@ -763,6 +793,7 @@ impl Conn {
                 "the connection is closed",
             ));
         }
+        inner.check_write_open()?;
         let before = io.out.queued();
         if inner.kind == Kind::Udp {
             for b in bufs {
@@ -800,6 +831,7 @@ impl Conn {
                 "the connection is closed",
             ));
         }
+        inner.check_write_open()?;
         let before = io.out.queued();
         io.out.push_file(file, offset, len);
         inner.account(before, io.out.queued());
@@ -817,9 +849,10 @@ impl Conn {
         self.inner.notify(EV_CLOSE);
     }
 
-    /// Half close: no more output after what is queued (the peer sees EOF); reads go on.
+    /// Half close: no more output after what is queued (the peer sees EOF once it is
+    /// written); reads go on. Sends after this fail with `BrokenPipe`.
     pub fn shutdown_write(&self) {
-        self.inner.set(F_SHUT_WR);
+        self.inner.set(F_WR_SHUT | F_SHUT_WR);
         self.inner.notify(EV_FLUSH);
     }
 
@@ -920,9 +953,11 @@ impl Conn {
         }
     }
 
-    /// Replaces the connection's handler; the next callback goes to the new one.
+    /// Replaces the connection's handler; the next callback goes to the new one (also
+    /// within the round that called this: the rest of its reads, its EOF).
     pub fn set_handler(&self, handler: impl Handler) {
         *self.inner.handler.lock().unwrap() = Arc::new(handler);
+        self.inner.set(F_NEW_HANDLER);
     }
 
     /// A waker that schedules this connection's `on_wake` (for futures a handler polls).

@@ -46,13 +46,15 @@ enum Chunk {
 #[derive(Default)]
 pub(crate) struct Output {
     chunks: VecDeque<Chunk>,
-    queued: usize,
+    /// Bytes not yet written, in u64: a file range may be longer than `usize` (32-bit
+    /// targets), and a count that wrapped or saturated would reach 0 with data still queued.
+    queued: u64,
 }
 
 impl Output {
-    /// Bytes not yet written.
+    /// Bytes not yet written (`usize::MAX` if more than that).
     pub fn queued(&self) -> usize {
-        self.queued
+        usize::try_from(self.queued).unwrap_or(usize::MAX)
     }
 
     pub fn clear(&mut self) {
@@ -65,7 +67,7 @@ impl Output {
         if total == 0 {
             return;
         }
-        self.queued += total;
+        self.queued += total as u64;
         if let Some(Chunk::Bytes {
             data: Data::Pooled(cork),
             ..
@@ -99,7 +101,7 @@ impl Output {
         if len == 0 {
             return;
         }
-        self.queued += len as usize;
+        self.queued += len;
         self.chunks.push_back(Chunk::File {
             file,
             offset,
@@ -108,7 +110,7 @@ impl Output {
     }
 
     pub fn push_datagram(&mut self, d: &[u8]) {
-        self.queued += d.len();
+        self.queued += d.len() as u64;
         self.chunks.push_back(Chunk::Datagram(d.to_vec()));
     }
 
@@ -146,6 +148,7 @@ impl Output {
                     offset,
                     remaining,
                 }) => {
+                    // The min in u64 first: `remaining` may not fit a usize.
                     let want = (*remaining).min(1 << 30) as usize;
                     match socket::sendfile(fd, file.as_raw_fd(), offset, want) {
                         Ok(0) => {
@@ -157,7 +160,7 @@ impl Output {
                         }
                         Ok(n) => {
                             *remaining -= n as u64;
-                            self.queued -= n;
+                            self.queued -= n as u64;
                             if *remaining == 0 {
                                 self.chunks.pop_front();
                             }
@@ -201,7 +204,7 @@ impl Output {
     }
 
     fn advance(&mut self, mut n: usize) {
-        self.queued -= n;
+        self.queued -= n as u64;
         while n > 0 {
             let Some(Chunk::Bytes { data, pos }) = self.chunks.front_mut() else {
                 return;
@@ -256,5 +259,19 @@ mod tests {
             } => assert_eq!(v, b"de"),
             _ => panic!("leftover should be owned"),
         }
+    }
+
+    #[test]
+    fn a_file_range_longer_than_u32_is_counted_whole() {
+        // On a 32-bit target `len as usize` kept 5 of these bytes: the output looked
+        // drained (queued 0 closes or hands the socket over) with 4 GiB still to send.
+        let len = (1u64 << 32) + 5;
+        let mut o = Output::default();
+        o.push_file(File::open("/dev/null").unwrap(), 0, len);
+        assert_eq!(o.queued, len);
+        assert_eq!(o.queued(), usize::try_from(len).unwrap_or(usize::MAX));
+        o.push_bytes(&[IoSlice::new(b"tail")]);
+        assert_eq!(o.queued, len + 4);
+        assert!(o.queued() > u32::MAX as usize || usize::BITS == 32);
     }
 }

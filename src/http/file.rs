@@ -76,7 +76,8 @@ impl Body for FileBody {
         if self.remaining == 0 {
             return Poll::Ready(None);
         }
-        let want = (self.remaining as usize).min(CHUNK);
+        // The min in u64 first: on 32-bit targets `remaining` may not fit a usize.
+        let want = self.remaining.min(CHUNK as u64) as usize;
         let mut buf = vec![0u8; want];
         let offset = self.offset;
         // Regular files are always "ready": a read blocks only as long as the disk takes.
@@ -105,5 +106,41 @@ impl Body for FileBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.remaining)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    fn poll(body: &mut FileBody) -> Option<io::Result<Bytes>> {
+        let mut cx = Context::from_waker(Waker::noop());
+        match Pin::new(body).poll_frame(&mut cx) {
+            Poll::Ready(f) => f.map(|r| r.map(|f| f.into_data().unwrap())),
+            Poll::Pending => panic!("a file body is never pending"),
+        }
+    }
+
+    #[test]
+    fn polled_in_chunks_even_when_the_length_passes_u32() {
+        let path = std::env::temp_dir().join(format!("fibr-file-unit-{}.bin", std::process::id()));
+        let data: Vec<u8> = (0..CHUNK + 1000).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let file = File::open(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        // A range longer than the file and than u32::MAX: on a 32-bit target the old
+        // `remaining as usize` read 5 bytes at a time, and then ended 4 GiB early.
+        let mut body = FileBody::range(file, 0, (1u64 << 32) + 5);
+        assert_eq!(body.size_hint().exact(), Some((1u64 << 32) + 5));
+        let first = poll(&mut body).unwrap().unwrap();
+        assert_eq!(first.len(), CHUNK);
+        assert_eq!(first[..], data[..CHUNK]);
+        let second = poll(&mut body).unwrap().unwrap();
+        assert_eq!(second[..], data[CHUNK..]);
+        assert_eq!(body.len(), (1u64 << 32) + 5 - data.len() as u64);
+        // The file is shorter than the range: an error, not a silent end.
+        let err = poll(&mut body).unwrap().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
     }
 }

@@ -1,10 +1,22 @@
 //! OS backends: readiness pollers and the raw socket calls the rest of fibr is built on.
 //!
 //! Two pollers sit behind one type. The native one is edge-triggered epoll with direct
-//! syscalls (Linux only). The portable one is the `polling` crate (kqueue, IOCP, event
-//! ports, epoll) in one-shot mode, the lowest common denominator: after each event the
-//! source is re-armed once the worker has drained it. The portable backend runs on Linux
-//! too, so the whole test suite exercises the non-Linux code paths here.
+//! syscalls (Linux only). The portable one is the `polling` crate in one-shot mode (epoll
+//! on Linux, kqueue on macOS and the BSDs, event ports on illumos), the lowest common
+//! denominator: after each event the source is re-armed once the worker has drained it.
+//! The portable backend runs on Linux too, so the whole test suite exercises its one-shot
+//! re-arming here; the non-Linux branches of `socket` (`cfg(not(target_os = "linux"))`:
+//! recvfrom and sendto loops, sendfile through pread) are neither built nor tested here.
+//!
+//! fibr is Unix-only: raw descriptors (`std::os::fd`) and libc's socket calls run through
+//! the whole crate, not only this module, so there is no IOCP (Windows) backend, and a
+//! build for a non-Unix target stops at the `compile_error!` below.
+
+#[cfg(not(unix))]
+compile_error!(
+    "fibr runs on Unix-like systems only (raw descriptors and libc socket calls throughout); \
+     Windows is not supported"
+);
 
 #[cfg(target_os = "linux")]
 mod epoll;
@@ -20,7 +32,8 @@ use std::time::Duration;
 pub enum Backend {
     /// Edge-triggered epoll through direct syscalls (Linux only).
     Epoll,
-    /// The `polling` crate in one-shot mode: kqueue, IOCP, event ports, or epoll.
+    /// The `polling` crate in one-shot mode: epoll on Linux, kqueue on macOS and the BSDs,
+    /// event ports on illumos (Unix only: fibr does not build on Windows).
     Portable,
 }
 
