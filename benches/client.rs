@@ -290,12 +290,10 @@ fn range(v: &[f64], decimals: usize) -> String {
 
 /// The engine the fibr clients run on: one loop, one worker.
 fn client_engine() -> Result<fibr::Engine, String> {
-    let config = fibr::Config {
-        workers: 1,
-        event_loops: 1,
-        thread_name: "fclient".into(),
-        ..fibr::Config::default()
-    };
+    let config = fibr::Config::default()
+        .with_workers(1)
+        .with_event_loops(1)
+        .with_thread_name("fclient");
     fibr::Engine::new(config, []).map_err(|e| format!("fibr engine: {e}"))
 }
 

@@ -542,14 +542,8 @@ fn main() {
     ];
 
     let fibr = Rt::Fibr(
-        fibr::Engine::new(
-            fibr::Config {
-                workers,
-                ..Default::default()
-            },
-            [],
-        )
-        .expect("start fibr engine"),
+        fibr::Engine::new(fibr::Config::default().with_workers(workers), [])
+            .expect("start fibr engine"),
     );
     let tokio = Rt::Tokio(
         tokio::runtime::Builder::new_multi_thread()

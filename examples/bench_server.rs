@@ -93,12 +93,10 @@ fn main() -> io::Result<()> {
 
 /// `fibr::serve` on an engine of one event loop and `workers` workers.
 fn serve_fibr(addr: SocketAddr, workers: usize) -> io::Result<()> {
-    let config = fibr::Config {
-        workers,
-        event_loops: 1,
-        thread_name: "bench-fibr".into(),
-        ..fibr::Config::default()
-    };
+    let config = fibr::Config::default()
+        .with_workers(workers)
+        .with_event_loops(1)
+        .with_thread_name("bench-fibr");
     let engine = fibr::Engine::new(config, [])?;
     engine.block_on(async move {
         let listener = fibr::net::TcpListener::bind(addr).await?;

@@ -22,6 +22,42 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+/// Chainable `with_*` setters for a `#[non_exhaustive]` config struct's public fields, so
+/// such a config is built as `Config::default().with_workers(2)` outside the crate (a
+/// struct literal is not allowed there). Each setter is `set` (takes the field's type),
+/// `opt` (an `Option` field: takes the value or `None`) or `into` (takes what converts).
+macro_rules! config_setters {
+    ($ty:ident { $($kind:ident $setter:ident => $field:ident: $t:ty),* $(,)? }) => {
+        impl $ty {
+            $(config_setters!(@$kind $setter $field $t);)*
+        }
+    };
+    (@set $setter:ident $field:ident $t:ty) => {
+        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+        #[must_use]
+        pub fn $setter(mut self, value: $t) -> Self {
+            self.$field = value;
+            self
+        }
+    };
+    (@opt $setter:ident $field:ident $t:ty) => {
+        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ") (a value, or `None`).")]
+        #[must_use]
+        pub fn $setter(mut self, value: impl Into<Option<$t>>) -> Self {
+            self.$field = value.into();
+            self
+        }
+    };
+    (@into $setter:ident $field:ident $t:ty) => {
+        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+        #[must_use]
+        pub fn $setter(mut self, value: impl Into<$t>) -> Self {
+            self.$field = value.into();
+            self
+        }
+    };
+}
+
 mod buf;
 #[cfg(feature = "client")]
 pub mod client;

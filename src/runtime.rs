@@ -11,8 +11,12 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Engine-wide settings. Every limit has a sane default; `Config::default()` is the start.
+/// Engine-wide settings. Every limit has a sane default: start from `Config::default()`
+/// and change what you need with the `with_*` setters (or by assigning fields), as in
+/// `Config::default().with_workers(2)`. It is `#[non_exhaustive]`, so settings added later
+/// do not break your code. (The HTTP server's own settings are `fibr::http::ServerConfig`.)
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Config {
     /// The readiness backend. Default: `FIBR_BACKEND` (`epoll` or `portable`) if set, else
     /// the native one (epoll on Linux).
@@ -86,6 +90,28 @@ impl Default for Config {
         }
     }
 }
+
+config_setters!(Config {
+    set with_backend => backend: Backend,
+    set with_event_loops => event_loops: usize,
+    set with_workers => workers: usize,
+    set with_max_workers => max_workers: usize,
+    set with_blocking_threshold => blocking_threshold: Duration,
+    set with_worker_idle_timeout => worker_idle_timeout: Duration,
+    set with_read_buffer_size => read_buffer_size: usize,
+    set with_write_high_watermark => write_high_watermark: usize,
+    set with_write_low_watermark => write_low_watermark: usize,
+    opt with_max_pending_bytes => max_pending_bytes: usize,
+    set with_listen_backlog => listen_backlog: i32,
+    set with_reuse_port => reuse_port: bool,
+    set with_tcp_nodelay => tcp_nodelay: bool,
+    opt with_write_timeout => write_timeout: Duration,
+    opt with_linger_timeout => linger_timeout: Duration,
+    set with_linger_max_bytes => linger_max_bytes: usize,
+    set with_udp_peer_idle_timeout => udp_peer_idle_timeout: Duration,
+    set with_udp_max_peers => udp_max_peers: usize,
+    into with_thread_name => thread_name: String,
+});
 
 impl Config {
     fn loops(&self) -> usize {

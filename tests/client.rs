@@ -95,7 +95,7 @@ fn chunked_expect(n: usize) -> String {
 }
 
 /// `fibr::serve(app)` with `cfg`; counts connections.
-fn fibr_server_with(app: Router, cfg: fibr::http::Config) -> (SocketAddr, Arc<AtomicUsize>) {
+fn fibr_server_with(app: Router, cfg: fibr::http::ServerConfig) -> (SocketAddr, Arc<AtomicUsize>) {
     let conns = Arc::new(AtomicUsize::new(0));
     let c2 = conns.clone();
     let make = tower::service_fn(move |_: ConnInfo| {
@@ -106,7 +106,7 @@ fn fibr_server_with(app: Router, cfg: fibr::http::Config) -> (SocketAddr, Arc<At
 }
 
 fn fibr_server() -> (SocketAddr, Arc<AtomicUsize>) {
-    fibr_server_with(app(), fibr::http::Config::default())
+    fibr_server_with(app(), fibr::http::ServerConfig::default())
 }
 
 /// `axum::serve(app)` on a tokio runtime of its own; counts connections.
@@ -404,10 +404,8 @@ fn streamed_bodies_both_ways() {
 /// goes out on a fresh connection and succeeds.
 #[test]
 fn server_idle_timeout_then_fresh_connection() {
-    let cfg = fibr::http::Config {
-        idle_timeout: Some(Duration::from_millis(150)),
-        ..Default::default()
-    };
+    let cfg =
+        fibr::http::ServerConfig::default().with_idle_timeout(Some(Duration::from_millis(150)));
     let (addr, conns) = fibr_server_with(app(), cfg);
     run(async move {
         let client = Client::new();
@@ -666,7 +664,7 @@ fn gateway_in_a_fibr_handler() {
             }
         }),
     );
-    let (gw_addr, _) = fibr_server_with(gw, fibr::http::Config::default());
+    let (gw_addr, _) = fibr_server_with(gw, fibr::http::ServerConfig::default());
     run(async move {
         let client = Client::new();
         assert_eq!(

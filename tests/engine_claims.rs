@@ -180,10 +180,7 @@ fn set_handler_hands_a_live_connection_over_after_a_peek() {
 fn set_handler_applies_within_the_round_that_called_it() {
     bounded(LIMIT, || {
         let seen = Arc::new(Seen::default());
-        let config = Config {
-            read_buffer_size: 4096,
-            ..Config::default()
-        };
+        let config = Config::default().with_read_buffer_size(4096);
         let engine = Engine::new(
             config,
             [Binding::tcp("127.0.0.1:0", Peek { seen: seen.clone() })],

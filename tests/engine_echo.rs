@@ -244,10 +244,7 @@ fn udp_peers_idle_out_and_do_not_outlive_a_removed_binding() {
         opened: opened.clone(),
         closed: closed.clone(),
     };
-    let config = Config {
-        udp_peer_idle_timeout: Duration::from_millis(200),
-        ..Config::default()
-    };
+    let config = Config::default().with_udp_peer_idle_timeout(Duration::from_millis(200));
     let engine = Engine::new(config, [Binding::udp("127.0.0.1:0", handler())]).unwrap();
 
     // A silent peer is closed after the idle timeout.
@@ -1110,10 +1107,7 @@ fn handler_panic_closes_only_that_connection() {
 /// `Config::reuse_port`: two engines bind the same port, and both serve connections.
 #[test]
 fn reuse_port_lets_two_engines_share_a_port() {
-    let cfg = || Config {
-        reuse_port: true,
-        ..Config::default()
-    };
+    let cfg = || Config::default().with_reuse_port(true);
     let first = Engine::new(cfg(), [Binding::tcp("127.0.0.1:0", Echo)]).unwrap();
     let addr = first.binding_addrs(0)[0];
     let second =

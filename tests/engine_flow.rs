@@ -124,12 +124,10 @@ impl Drop for Server {
 
 /// 64 KiB / 16 KiB watermarks and 4 KiB reads, so one read's output is small.
 fn flow_config() -> Config {
-    Config {
-        read_buffer_size: 4096,
-        write_high_watermark: 64 * KIB,
-        write_low_watermark: 16 * KIB,
-        ..Config::default()
-    }
+    Config::default()
+        .with_read_buffer_size(4096)
+        .with_write_high_watermark(64 * KIB)
+        .with_write_low_watermark(16 * KIB)
 }
 
 /// Polls `done` until it holds; panics if it does not within `timeout`.
@@ -814,12 +812,10 @@ impl Handler for Blocker {
 #[test]
 fn blocked_workers_are_replaced_and_extras_retire() {
     let _serial = serial();
-    let cfg = Config {
-        workers: 2,
-        blocking_threshold: Duration::from_millis(100),
-        worker_idle_timeout: Duration::from_millis(300),
-        ..flow_config()
-    };
+    let cfg = flow_config()
+        .with_workers(2)
+        .with_blocking_threshold(Duration::from_millis(100))
+        .with_worker_idle_timeout(Duration::from_millis(300));
     let server = Server::start(cfg, Blocker);
     let engine = server.engine.clone();
     assert_eq!(engine.workers(), 2);
@@ -982,13 +978,11 @@ fn max_pending_bytes_bounds_the_sum_of_queues() {
     const CLIENTS: usize = 4;
     const BUDGET: usize = 256 * KIB;
     const PER_CLIENT: usize = 16 * MIB;
-    let cfg = Config {
+    let cfg = flow_config()
         // A per-connection watermark far above the budget, so the budget is what binds.
-        write_high_watermark: MIB,
-        write_low_watermark: 64 * KIB,
-        max_pending_bytes: Some(BUDGET),
-        ..flow_config()
-    };
+        .with_write_high_watermark(MIB)
+        .with_write_low_watermark(64 * KIB)
+        .with_max_pending_bytes(Some(BUDGET));
     let stats = Arc::new(FlowStats::default());
     let server = Server::start(cfg, Firehose(stats.clone()));
     let clients: Vec<TcpStream> = (0..CLIENTS).map(|_| server.connect()).collect();
@@ -1162,11 +1156,9 @@ fn lingering_is_bounded_by_bytes_and_time() {
     let _serial = serial();
     // Bytes: a peer that keeps sending past linger_max_bytes is cut off.
     let server = Server::start(
-        Config {
-            linger_max_bytes: 64 * KIB,
-            linger_timeout: Some(Duration::from_secs(30)),
-            ..flow_config()
-        },
+        flow_config()
+            .with_linger_max_bytes(64 * KIB)
+            .with_linger_timeout(Some(Duration::from_secs(30))),
         AnswerAndClose,
     );
     let (mut c, writer) = client_sending(&server, 64 * MIB);
@@ -1182,10 +1174,7 @@ fn lingering_is_bounded_by_bytes_and_time() {
     // Time: a peer that left input unread (64 KiB; the server reads 4 KiB, answers and
     // closes) and then neither sends nor closes is closed after linger_timeout.
     let server = Server::start(
-        Config {
-            linger_timeout: Some(Duration::from_millis(300)),
-            ..flow_config()
-        },
+        flow_config().with_linger_timeout(Some(Duration::from_millis(300))),
         AnswerAndClose,
     );
     let mut c = server.connect();
@@ -1220,13 +1209,7 @@ fn lingering_is_bounded_by_bytes_and_time() {
 
     // None: closes at once.
     drop(server);
-    let server = Server::start(
-        Config {
-            linger_timeout: None,
-            ..flow_config()
-        },
-        AnswerAndClose,
-    );
+    let server = Server::start(flow_config().with_linger_timeout(None), AnswerAndClose);
     let mut c = server.connect();
     c.write_all(b"hi").unwrap();
     let _ = read_reply(&mut c);
@@ -1252,13 +1235,7 @@ impl Handler for Flood {
 fn a_peer_that_stops_reading_is_closed_after_the_write_timeout() {
     let _serial = serial();
     let timeout = Duration::from_millis(500);
-    let server = Server::start(
-        Config {
-            write_timeout: Some(timeout),
-            ..flow_config()
-        },
-        Flood,
-    );
+    let server = Server::start(flow_config().with_write_timeout(Some(timeout)), Flood);
     // Never reads: closed about `timeout` after the socket buffers filled.
     let silent = server.connect();
     // Reads everything, in 64 KiB reads with pauses: progress, so never cut off.

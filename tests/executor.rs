@@ -267,12 +267,10 @@ fn a_hundred_thousand_tasks_spawned_from_many_tasks_all_complete() {
 /// An engine with exactly one worker and no replacements, so fairness is observable.
 fn one_worker_engine(name: &str) -> Engine {
     Engine::new(
-        Config {
-            workers: 1,
-            max_workers: 1,
-            thread_name: name.into(),
-            ..Config::default()
-        },
+        Config::default()
+            .with_workers(1)
+            .with_max_workers(1)
+            .with_thread_name(name),
         [],
     )
     .unwrap()
@@ -630,11 +628,9 @@ fn a_sleep_dropped_inside_a_task_does_not_wake_it_later() {
 fn engine_spawn_and_block_on(workers: usize) {
     let name = format!("exec-w{workers}");
     let engine = Engine::new(
-        Config {
-            workers,
-            thread_name: name.clone(),
-            ..Config::default()
-        },
+        Config::default()
+            .with_workers(workers)
+            .with_thread_name(name.clone()),
         [],
     )
     .unwrap();
@@ -731,11 +727,9 @@ fn tasks_of_an_engine_stay_on_its_workers() {
         for k in 0..30 {
             let name = format!("affinity{k}");
             let engine = Engine::new(
-                Config {
-                    workers: 3,
-                    thread_name: name.clone(),
-                    ..Config::default()
-                },
+                Config::default()
+                    .with_workers(3)
+                    .with_thread_name(name.clone()),
                 [],
             )
             .unwrap();

@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
-use fibr::http::Config;
+use fibr::http::ServerConfig;
 use futures_util::stream;
 use http_body_util::BodyExt;
 use std::io::{self, Read, Write};
@@ -42,14 +42,12 @@ fn gate() -> MutexGuard<'static, ()> {
 const LIMIT: Duration = Duration::from_secs(20);
 
 /// Small timeouts and limits, so every defence triggers quickly.
-fn config() -> Config {
-    Config {
-        header_read_timeout: Some(Duration::from_secs(1)),
-        idle_timeout: Some(Duration::from_secs(5)),
-        max_body_size: Some(1 << 20),
-        max_pipelined: 16,
-        ..Config::default()
-    }
+fn config() -> ServerConfig {
+    ServerConfig::default()
+        .with_header_read_timeout(Some(Duration::from_secs(1)))
+        .with_idle_timeout(Some(Duration::from_secs(5)))
+        .with_max_body_size(Some(1 << 20))
+        .with_max_pipelined(16)
 }
 
 const CHUNK: usize = 64 * 1024;
@@ -351,7 +349,7 @@ fn slow_readers_bound_memory_and_leave_others_alone() {
 /// 10,000 pipelined requests (4 KiB each, 4 KiB responses) written without reading for
 /// 1.3 s, then every response read. Returns (requests written when the writer stalled,
 /// RSS growth, a concurrent client's worst latency, time to read everything).
-fn flood(cfg: Config) -> (usize, usize, Duration, Duration) {
+fn flood(cfg: ServerConfig) -> (usize, usize, Duration, Duration) {
     const N: usize = 10_000;
     let addr = start(router(), cfg);
     probe_latency(addr, 1);
@@ -416,10 +414,7 @@ fn flood(cfg: Config) -> (usize, usize, Duration, Duration) {
 fn pipelined_flood_is_bounded_then_answered_in_order() {
     let _g = gate();
     bounded(LIMIT, || {
-        let cfg = Config {
-            header_read_timeout: None,
-            ..config()
-        };
+        let cfg = config().with_header_read_timeout(None);
         let (stalled, grew, worst, _) = flood(cfg);
         assert!(stalled < 10_000, "nothing held the writer back");
         assert!(grew < 8 << 20, "RSS grew by {} KiB", grew / 1024);
@@ -773,13 +768,7 @@ fn stalled_body_is_timed_out() {
     let _g = gate();
     bounded(LIMIT, || {
         let timeout = Duration::from_secs(1);
-        let addr = start(
-            router(),
-            Config {
-                body_read_timeout: Some(timeout),
-                ..config()
-            },
-        );
+        let addr = start(router(), config().with_body_read_timeout(Some(timeout)));
         let mut c = Client::connect(addr);
         c.s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
         let t = Instant::now();

@@ -37,7 +37,7 @@ fn start(path: std::path::PathBuf) -> SocketAddr {
             )
         }
     });
-    common::start(svc, fibr::http::Config::default())
+    common::start(svc, fibr::http::ServerConfig::default())
 }
 
 #[test]
@@ -75,7 +75,7 @@ where
         let body = wrap(FileBody::range(file.try_clone().unwrap(), 1000, 50_000));
         async move { Ok::<_, Infallible>(Response::new(body)) }
     });
-    common::start(svc, fibr::http::Config::default())
+    common::start(svc, fibr::http::ServerConfig::default())
 }
 
 /// The shared offset after one `GET /` (the response checked byte for byte).

@@ -1,5 +1,5 @@
 //! fibr's HTTP/1.1 server (`fibr::serve`) seen from raw `std::net` sockets: every limit in
-//! `fibr::http::Config` at and one past it, bad input, pipelining order, handler panics,
+//! `fibr::http::ServerConfig` at and one past it, bad input, pipelining order, handler panics,
 //! streaming (latency and memory), `Expect: 100-continue`, graceful shutdown, HEAD / 204 /
 //! 304 / Date, and many concurrent keep-alive connections.
 //!
@@ -17,7 +17,7 @@ use axum::http::Uri;
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
-use fibr::http::{Config, Incoming};
+use fibr::http::{Incoming, ServerConfig};
 use fibr::net::TcpListener;
 use futures_util::StreamExt;
 use http::{Request, Response, StatusCode};
@@ -133,10 +133,7 @@ fn limit_max_head_bytes() {
     bounded(LIMIT, || {
         let addr = start(
             PathEcho::default(),
-            Config {
-                max_head_bytes: 1024,
-                ..Config::default()
-            },
+            ServerConfig::default().with_max_head_bytes(1024),
         );
         let head = |total: usize| {
             let base = "GET /h HTTP/1.1\r\nHost: t\r\nX-Pad: \r\n\r\n".len();
@@ -181,10 +178,7 @@ fn limit_max_headers() {
     bounded(LIMIT, || {
         let addr = start(
             PathEcho::default(),
-            Config {
-                max_headers: 10,
-                ..Config::default()
-            },
+            ServerConfig::default().with_max_headers(10),
         );
         let req = |n: usize| {
             let mut s = String::from("GET /m HTTP/1.1\r\nHost: t\r\n");
@@ -215,10 +209,7 @@ fn limit_max_uri_len() {
     bounded(LIMIT, || {
         let addr = start(
             PathEcho::default(),
-            Config {
-                max_uri_len: 100,
-                ..Config::default()
-            },
+            ServerConfig::default().with_max_uri_len(100),
         );
         let path = |n: usize| format!("/{}", "u".repeat(n - 1));
         let mut c = Client::connect(addr);
@@ -252,13 +243,7 @@ fn limit_max_body_size_content_length() {
                 })
             }
         });
-        let addr = start(
-            svc,
-            Config {
-                max_body_size: Some(1000),
-                ..Config::default()
-            },
-        );
+        let addr = start(svc, ServerConfig::default().with_max_body_size(Some(1000)));
         let mut c = Client::connect(addr);
         c.send(b"POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n");
         c.send(&[b'b'; 1000]);
@@ -301,13 +286,7 @@ fn limit_max_body_size_chunked() {
                 })
             }
         });
-        let addr = start(
-            svc,
-            Config {
-                max_body_size: Some(1000),
-                ..Config::default()
-            },
-        );
+        let addr = start(svc, ServerConfig::default().with_max_body_size(Some(1000)));
         let chunk = |n: usize| {
             let mut v = format!("{n:x}\r\n").into_bytes();
             v.extend(std::iter::repeat_n(b'c', n));
@@ -348,10 +327,7 @@ fn limit_header_read_timeout() {
     bounded(LIMIT, || {
         let addr = start(
             PathEcho::default(),
-            Config {
-                header_read_timeout: Some(Duration::from_millis(300)),
-                ..Config::default()
-            },
+            ServerConfig::default().with_header_read_timeout(Some(Duration::from_millis(300))),
         );
         // A partial head, then nothing: 408 and close.
         let mut c = Client::connect(addr);
@@ -406,10 +382,7 @@ fn limit_idle_timeout() {
     bounded(LIMIT, || {
         let addr = start(
             router(),
-            Config {
-                idle_timeout: Some(Duration::from_millis(300)),
-                ..Config::default()
-            },
+            ServerConfig::default().with_idle_timeout(Some(Duration::from_millis(300))),
         );
         // Idle after a request: closed by the server.
         let mut c = Client::connect(addr);
@@ -444,10 +417,7 @@ fn limit_max_requests_per_connection() {
     bounded(LIMIT, || {
         let addr = start(
             router(),
-            Config {
-                max_requests_per_connection: Some(3),
-                ..Config::default()
-            },
+            ServerConfig::default().with_max_requests_per_connection(Some(3)),
         );
         let mut c = Client::connect(addr);
         for i in 1..=3 {
@@ -477,13 +447,7 @@ fn limit_max_requests_per_connection() {
 fn limit_max_pipelined() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(
-            router(),
-            Config {
-                max_pipelined: 4,
-                ..Config::default()
-            },
-        );
+        let addr = start(router(), ServerConfig::default().with_max_pipelined(4));
         let mut c = Client::connect(addr);
         let mut reqs = String::new();
         for i in 0..100 {
@@ -532,7 +496,7 @@ fn body_buffer_backpressure_bounds_rss() {
                 n.to_string()
             }),
         );
-        let addr = start(app, Config::default());
+        let addr = start(app, ServerConfig::default());
         let mut c = Client::connect(addr);
         // Warm up the path (buffers, allocator arenas) before the baseline.
         c.send(b"POST /count HTTP/1.1\r\nHost: t\r\nContent-Length: 1048576\r\n\r\n");
@@ -575,13 +539,7 @@ fn body_buffer_backpressure_bounds_rss() {
 fn max_drain_bytes_small_ignored_body_keeps_connection() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(
-            router(),
-            Config {
-                max_drain_bytes: 1024,
-                ..Config::default()
-            },
-        );
+        let addr = start(router(), ServerConfig::default().with_max_drain_bytes(1024));
         let mut c = Client::connect(addr);
         // Body sent with the head.
         c.send(b"POST /ignore HTTP/1.1\r\nHost: t\r\nContent-Length: 500\r\n\r\n");
@@ -619,13 +577,7 @@ fn max_drain_bytes_small_ignored_body_keeps_connection() {
 fn max_drain_bytes_large_ignored_body_closes() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(
-            router(),
-            Config {
-                max_drain_bytes: 1024,
-                ..Config::default()
-            },
-        );
+        let addr = start(router(), ServerConfig::default().with_max_drain_bytes(1024));
         let mut c = Client::connect(addr);
         c.send(b"POST /ignore HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
         let r = c.response();
@@ -666,7 +618,7 @@ fn max_drain_bytes_large_ignored_body_closes() {
 fn bad_input_is_answered_then_closed() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(router(), Config::default());
+        let addr = start(router(), ServerConfig::default());
         let cases: &[(&str, &[u8], u16)] = &[
             ("malformed request line", b"GET /\r\nHost: t\r\n\r\n", 400),
             ("garbage request line", b"HELLO THERE\r\n\r\n", 400),
@@ -777,7 +729,7 @@ fn bad_input_is_answered_then_closed() {
 fn bad_chunk_after_the_answer_gives_one_response() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(router(), Config::default());
+        let addr = start(router(), ServerConfig::default());
         let mut c = Client::connect(addr);
         c.send(b"POST /ignore HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
         let r = c.response();
@@ -797,7 +749,7 @@ fn bad_chunk_after_the_answer_gives_one_response() {
 fn pipelined_responses_in_request_order() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(router(), Config::default());
+        let addr = start(router(), ServerConfig::default());
         let mut c = Client::connect(addr);
         let t0 = Instant::now();
         c.send(
@@ -849,7 +801,7 @@ fn pipelined_requests_behind_a_service_that_is_not_ready() {
         let app = tower::ServiceBuilder::new()
             .concurrency_limit(1)
             .service(router());
-        let addr = start(app, Config::default());
+        let addr = start(app, ServerConfig::default());
         let mut slow = Client::connect(addr);
         slow.send(b"GET /sleep/300/slow HTTP/1.1\r\nHost: t\r\n\r\n");
         thread::sleep(Duration::from_millis(50));
@@ -880,7 +832,7 @@ fn pipelined_requests_behind_a_service_that_is_not_ready() {
 fn handler_panic_is_500_and_the_connection_survives() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(router(), Config::default());
+        let addr = start(router(), ServerConfig::default());
         let mut c = Client::connect(addr);
         let r = c.get("/panic");
         assert_eq!(r.status, 500);
@@ -903,7 +855,7 @@ fn handler_panic_is_500_and_the_connection_survives() {
             }
             async move { Ok::<_, Infallible>(full(StatusCode::OK, req.uri().path().to_string())) }
         });
-        let addr = start(svc, Config::default());
+        let addr = start(svc, ServerConfig::default());
         let mut c = Client::connect(addr);
         assert_eq!(c.get("/boom").status, 500);
         assert_eq!(c.get("/fine").text(), "/fine");
@@ -924,7 +876,7 @@ fn handler_panic_is_500_and_the_connection_survives() {
                 }),
             )
             .route("/", get(|| async { "ok" }));
-        let addr = start(app, Config::default());
+        let addr = start(app, ServerConfig::default());
         let mut c = Client::connect(addr);
         c.send(b"GET /half HTTP/1.1\r\nHost: t\r\n\r\n");
         let (status, _) = c.head();
@@ -984,7 +936,7 @@ fn streaming_chunks_arrive_as_produced() {
                 }
             }),
         );
-        let addr = start(app, Config::default());
+        let addr = start(app, ServerConfig::default());
         let mut c = Client::connect(addr);
         c.send(b"GET /events HTTP/1.1\r\nHost: t\r\n\r\n");
         let (status, headers) = c.head();
@@ -1084,7 +1036,7 @@ fn streaming_large_response_to_slow_reader_bounds_rss() {
     bounded(LIMIT, || {
         const CHUNKS: usize = 512; // 32 MiB
         let polled = Arc::new(AtomicUsize::new(0));
-        let addr = start(chunks_app(polled.clone(), false), Config::default());
+        let addr = start(chunks_app(polled.clone(), false), ServerConfig::default());
         let mut c = Client::connect(addr);
         // Warm up.
         read_chunks(&mut c, 16, false, &polled);
@@ -1127,7 +1079,10 @@ fn streamed_body_over_response_buffer_completes() {
     bounded(LIMIT, || {
         for yielding in [false, true] {
             let polled = Arc::new(AtomicUsize::new(0));
-            let addr = start(chunks_app(polled.clone(), yielding), Config::default());
+            let addr = start(
+                chunks_app(polled.clone(), yielding),
+                ServerConfig::default(),
+            );
             let mut c = Client::connect(addr);
             c.s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
             read_chunks(&mut c, 16, false, &polled);
@@ -1145,7 +1100,7 @@ fn full_body_over_response_buffer_then_close() {
         let svc = tower::service_fn(|_req: Request<Incoming>| async move {
             Ok::<_, Infallible>(full(StatusCode::OK, vec![b'f'; 200_000]))
         });
-        let addr = start(svc, Config::default());
+        let addr = start(svc, ServerConfig::default());
         let mut c = Client::connect(addr);
         c.send(b"GET /big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
         let r = c.response();
@@ -1176,7 +1131,7 @@ fn continue_app() -> Router {
 fn expect_continue_is_sent_when_the_handler_reads() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(continue_app(), Config::default());
+        let addr = start(continue_app(), ServerConfig::default());
         let mut c = Client::connect(addr);
         let t0 = Instant::now();
         c.send(b"POST /slow-echo HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
@@ -1217,7 +1172,7 @@ fn expect_continue_is_sent_when_the_handler_reads() {
 fn expect_continue_waits_for_earlier_pipelined_responses() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(router(), Config::default());
+        let addr = start(router(), ServerConfig::default());
         let mut c = Client::connect(addr);
         c.send(
             b"GET /sleep/200/first HTTP/1.1\r\nHost: t\r\n\r\n\
@@ -1237,7 +1192,7 @@ fn expect_continue_waits_for_earlier_pipelined_responses() {
 fn expect_continue_rejected_without_reading_sends_no_100_and_closes() {
     let _g = shared();
     bounded(LIMIT, || {
-        let addr = start(continue_app(), Config::default());
+        let addr = start(continue_app(), ServerConfig::default());
         let mut c = Client::connect(addr);
         c.send(b"POST /reject HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
         let r = c.response();
@@ -1421,7 +1376,7 @@ fn head_204_304_and_date() {
     let _g = shared();
     bounded(LIMIT, || {
         // axum Router.
-        let addr = start(router(), Config::default());
+        let addr = start(router(), ServerConfig::default());
         let mut c = Client::connect(addr);
         let g = c.get("/hello");
         assert_eq!((g.status, g.text().as_str()), (200, "hello world"));
@@ -1465,7 +1420,7 @@ fn head_204_304_and_date() {
                 .insert("content-type", "text/plain".parse().unwrap());
             Ok::<_, Infallible>(r)
         });
-        let addr = start(svc, Config::default());
+        let addr = start(svc, ServerConfig::default());
         let mut c = Client::connect(addr);
         for path in ["/204", "/304"] {
             c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
@@ -1504,7 +1459,7 @@ fn concurrency_200_connections_50_requests_each() {
     bounded(LIMIT, || {
         const CONNS: usize = 200;
         const REQS: usize = 50;
-        let addr = start(router(), Config::default());
+        let addr = start(router(), ServerConfig::default());
         let t0 = Instant::now();
         let ok = Arc::new(AtomicUsize::new(0));
         let mut threads = Vec::new();

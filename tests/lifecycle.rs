@@ -735,14 +735,7 @@ impl Drop for CountDrop {
 /// without, they are aborted and awaited first (the clean way out). Signal, serve
 /// resolves, engine shutdown, drop. Returns how many parked futures it started.
 fn serve_lifetime(i: usize, detach: bool) -> usize {
-    let engine = Engine::new(
-        Config {
-            workers: 2,
-            ..Config::default()
-        },
-        [],
-    )
-    .expect("engine");
+    let engine = Engine::new(Config::default().with_workers(2), []).expect("engine");
     let ledger: SharedLedger = Arc::default();
     let (listener, addr, spare) = engine.block_on(async {
         let l = fibr::net::TcpListener::bind("127.0.0.1:0")
@@ -1119,10 +1112,7 @@ fn panic_storm(kinds: &[usize], n_victims: usize) {
     let svc = Panicky::default();
     let ok = svc.ok.clone();
     let engine = Engine::new(
-        Config {
-            workers: WORKERS,
-            ..Config::default()
-        },
+        Config::default().with_workers(WORKERS),
         [Binding::tcp("127.0.0.1:0", fibr::http::Server::new(svc))],
     )
     .expect("engine");
@@ -1329,14 +1319,7 @@ fn panic_storm(kinds: &[usize], n_victims: usize) {
 fn wake_from_a_foreign_thread_is_prompt() {
     let _g = gate();
     bounded(Duration::from_secs(20), || {
-        let engine = Engine::new(
-            Config {
-                workers: 2,
-                ..Config::default()
-            },
-            [],
-        )
-        .expect("engine");
+        let engine = Engine::new(Config::default().with_workers(2), []).expect("engine");
         let mut worst = Duration::ZERO;
         let mut all = Vec::new();
         for round in 0..10 {

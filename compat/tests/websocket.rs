@@ -315,11 +315,9 @@ fn upgrade_after_pipelined_large_response_keeps_order() {
 fn upgrade_while_earlier_response_still_queued_keeps_order() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
-    let config = fibr::Config {
-        write_high_watermark: 1 << 30,
-        write_low_watermark: 1 << 29,
-        ..Default::default()
-    };
+    let config = fibr::Config::default()
+        .with_write_high_watermark(1 << 30)
+        .with_write_low_watermark(1 << 29);
     let _engine = serve_upgrades(config, || fibr::net::TcpListener::from_std(l));
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

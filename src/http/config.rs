@@ -4,8 +4,13 @@ use std::time::Duration;
 
 /// Limits and timeouts of fibr's HTTP server. Every limit is answered with the status the
 /// RFC names (400, 408, 413, 414, 431) and, where the protocol says so, a closed connection.
+///
+/// Start from `ServerConfig::default()` and change what you need with the `with_*`
+/// setters (or by assigning fields): `ServerConfig::default().with_max_body_size(1 << 20)`.
+/// It is `#[non_exhaustive]`, so settings added later do not break your code.
 #[derive(Clone, Debug)]
-pub struct Config {
+#[non_exhaustive]
+pub struct ServerConfig {
     /// Largest request head (request line and headers) in bytes; over it: 431.
     pub max_head_bytes: usize,
     /// Most header fields in a request; over it: 431.
@@ -38,9 +43,9 @@ pub struct Config {
     pub response_buffer: usize,
 }
 
-impl Default for Config {
-    fn default() -> Config {
-        Config {
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
             max_head_bytes: 64 * 1024,
             max_headers: 100,
             max_uri_len: 8 * 1024,
@@ -56,3 +61,18 @@ impl Default for Config {
         }
     }
 }
+
+config_setters!(ServerConfig {
+    set with_max_head_bytes => max_head_bytes: usize,
+    set with_max_headers => max_headers: usize,
+    set with_max_uri_len => max_uri_len: usize,
+    opt with_max_body_size => max_body_size: u64,
+    opt with_header_read_timeout => header_read_timeout: Duration,
+    opt with_body_read_timeout => body_read_timeout: Duration,
+    opt with_idle_timeout => idle_timeout: Duration,
+    opt with_max_requests_per_connection => max_requests_per_connection: usize,
+    set with_body_buffer => body_buffer: usize,
+    set with_max_drain_bytes => max_drain_bytes: u64,
+    set with_max_pipelined => max_pipelined: usize,
+    set with_response_buffer => response_buffer: usize,
+});

@@ -11,7 +11,7 @@ mod service;
 mod upgrade;
 
 pub use body::{BodyError, Incoming};
-pub use config::Config;
+pub use config::ServerConfig;
 pub use file::FileBody;
 pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};
 pub use server::Server;
@@ -25,7 +25,7 @@ pub mod fuzzing {
     use super::h1;
     use http::{HeaderMap, Method, StatusCode, Uri, Version};
 
-    /// Bounds on one request head (as `fibr::http::Config` sets them).
+    /// Bounds on one request head (as `fibr::http::ServerConfig` sets them).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct Limits {
         pub max_head_bytes: usize,
@@ -121,12 +121,12 @@ pub mod fuzzing {
         limits: &Limits,
         max_body_size: Option<u64>,
     ) -> (Vec<u8>, bool) {
-        let cfg = super::Config {
+        let cfg = super::ServerConfig {
             max_head_bytes: limits.max_head_bytes,
             max_headers: limits.max_headers,
             max_uri_len: limits.max_uri_len,
             max_body_size,
-            ..super::Config::default()
+            ..super::ServerConfig::default()
         };
         h1::server::serve_pieces(pieces, &cfg)
     }

@@ -1,6 +1,6 @@
 //! `fibr::serve`: axum's `serve`, on fibr.
 
-use super::config::Config;
+use super::config::ServerConfig;
 use super::server::Server;
 use super::service::{MakeService, ServiceMarker};
 use crate::conn::{Handler, Kind, Listener};
@@ -62,7 +62,7 @@ where
     Serve {
         listener: listener.into_parts(),
         app,
-        config: Config::default(),
+        config: ServerConfig::default(),
         _marker: PhantomData,
     }
 }
@@ -72,7 +72,7 @@ where
 pub struct Serve<M, Marker = ServiceMarker> {
     listener: io::Result<ListenerParts>,
     app: M,
-    config: Config,
+    config: ServerConfig,
     _marker: PhantomData<fn() -> Marker>,
 }
 
@@ -83,7 +83,7 @@ where
     Server<M, Marker>: Handler,
 {
     /// Uses these limits and timeouts instead of the defaults.
-    pub fn with_config(mut self, config: Config) -> Self {
+    pub fn with_config(mut self, config: ServerConfig) -> Self {
         self.config = config;
         self
     }

@@ -11,7 +11,7 @@
 //! round.
 
 use super::body::{BodySender, Incoming};
-use super::config::Config;
+use super::config::ServerConfig;
 use super::file::FileBody;
 use super::h1::date::{http_date, DATE_LEN};
 use super::h1::parse::RequestHead;
@@ -109,7 +109,7 @@ pub struct Server<M, Marker = super::service::ServiceMarker> {
 
 pub(crate) struct Shared<M> {
     make: M,
-    config: Config,
+    config: ServerConfig,
     /// Live connections, for graceful shutdown.
     conns: Mutex<Vec<Conn>>,
     live: AtomicUsize,
@@ -118,18 +118,18 @@ pub(crate) struct Shared<M> {
 }
 
 impl<M> Server<M> {
-    /// A server for `app` with the default [`Config`].
+    /// A server for `app` with the default [`ServerConfig`].
     pub fn new<Marker>(app: M) -> Server<M, Marker>
     where
         M: MakeService<Marker>,
     {
-        Server::with_config(app, Config::default())
+        Server::with_config(app, ServerConfig::default())
     }
 }
 
 impl<M, Marker> Server<M, Marker> {
     /// A server for `app` with `config`.
-    pub fn with_config(app: M, config: Config) -> Server<M, Marker> {
+    pub fn with_config(app: M, config: ServerConfig) -> Server<M, Marker> {
         Server {
             shared: Arc::new(Shared {
                 make: app,
@@ -357,7 +357,7 @@ struct Calls<'a, S> {
     svc: &'a mut S,
     waker: &'a Waker,
     conn: &'a Conn,
-    cfg: &'a Config,
+    cfg: &'a ServerConfig,
 }
 
 impl<S, B> Dispatch for Calls<'_, S>
@@ -467,7 +467,7 @@ where
         svc: &'a mut S,
         waker: &'a Waker,
         conn: &'a Conn,
-        cfg: &'a Config,
+        cfg: &'a ServerConfig,
     ) -> Calls<'a, S> {
         Calls {
             svc,
@@ -478,7 +478,7 @@ where
     }
 
     /// Feeds the round's bytes (or, with none, the bytes kept) to the machine.
-    fn receive(&mut self, conn: &Conn, data: &[u8], cfg: &Config, out: &mut Vec<u8>) {
+    fn receive(&mut self, conn: &Conn, data: &[u8], cfg: &ServerConfig, out: &mut Vec<u8>) {
         let mut calls = Self::calls(&mut self.svc, &self.waker, conn, cfg);
         self.h1.receive(round_clock(), data, cfg, &mut calls, out);
     }
@@ -486,7 +486,7 @@ where
     /// Calls a parked request once the service is ready, polls every call in flight,
     /// writes what is ready, sends the round's output and applies the machine's actions.
     /// Returns the bytes of an upgrade request to hand over, once it is next.
-    fn drive(&mut self, conn: &Conn, cfg: &Config, out: &mut Vec<u8>) -> Option<Vec<u8>> {
+    fn drive(&mut self, conn: &Conn, cfg: &ServerConfig, out: &mut Vec<u8>) -> Option<Vec<u8>> {
         let waker = self.waker.clone();
         let mut cx = Context::from_waker(&waker);
         for _ in 0..MAX_REPARSE {
@@ -547,7 +547,7 @@ where
     }
 
     /// Calls the parked request if the service is ready now.
-    fn call_parked(&mut self, conn: &Conn, cfg: &Config) {
+    fn call_parked(&mut self, conn: &Conn, cfg: &ServerConfig) {
         let Some(stage) = self.h1.last_mut() else {
             return;
         };
@@ -597,7 +597,7 @@ fn write_ready<F, B>(
     conn: &Conn,
     cx: &mut Context<'_>,
     out: &mut Vec<u8>,
-    cfg: &Config,
+    cfg: &ServerConfig,
 ) where
     B: Body + Send + 'static,
     B::Error: Into<BoxError>,
@@ -689,7 +689,7 @@ fn stream_body<F, B>(
     conn: &Conn,
     cx: &mut Context<'_>,
     out: &mut Vec<u8>,
-    cfg: &Config,
+    cfg: &ServerConfig,
 ) -> Option<After>
 where
     B: Body + Send + 'static,

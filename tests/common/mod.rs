@@ -8,7 +8,7 @@
 
 #![allow(dead_code)]
 
-use fibr::http::{Config, MakeService, Server};
+use fibr::http::{MakeService, Server, ServerConfig};
 use fibr::net::TcpListener;
 use fibr::Handler;
 use std::future::Future;
@@ -380,7 +380,7 @@ impl Drop for TempPath {
 
 /// Binds 127.0.0.1:0 and serves `app` with `cfg` on fibr's default runtime (detached);
 /// returns the address.
-pub fn start<M, Marker>(app: M, cfg: Config) -> SocketAddr
+pub fn start<M, Marker>(app: M, cfg: ServerConfig) -> SocketAddr
 where
     M: MakeService<Marker>,
     Marker: 'static,

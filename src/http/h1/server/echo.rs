@@ -5,7 +5,7 @@
 use super::{
     After, BodyFailure, BodySink, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started,
 };
-use crate::http::config::Config;
+use crate::http::config::ServerConfig;
 use crate::http::h1::date::DATE_LEN;
 use crate::http::h1::parse::RequestHead;
 use http::HeaderMap;
@@ -137,7 +137,7 @@ fn answer_ready(conn: &mut ServerConn<Sink, Request>, out: &mut Vec<u8>) -> bool
 
 /// Feeds `pieces` to a server connection as successive reads, answering every request
 /// as soon as it can; returns what the server wrote and whether it closed.
-pub(crate) fn serve_pieces(pieces: &[&[u8]], cfg: &Config) -> (Vec<u8>, bool) {
+pub(crate) fn serve_pieces(pieces: &[&[u8]], cfg: &ServerConfig) -> (Vec<u8>, bool) {
     let mut conn: ServerConn<Sink, Request> = ServerConn::new(clock().now);
     let mut out = Vec::new();
     for piece in pieces {

@@ -19,7 +19,7 @@ use super::body::{BodyChunk, BodyDecoder, BodyEncoder, EncodeError};
 use super::date::DATE_LEN;
 use super::encode::{encode_head, framing_for, response_wants_close};
 use super::parse::{parse_request_head, Limits, ParseError, RequestHead};
-use crate::http::config::Config;
+use crate::http::config::ServerConfig;
 use bytes::Buf;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
 use std::collections::VecDeque;
@@ -245,7 +245,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         &mut self,
         clock: Clock,
         data: &[u8],
-        cfg: &Config,
+        cfg: &ServerConfig,
         d: &mut D,
         out: &mut Vec<u8>,
     ) where
@@ -273,7 +273,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         &mut self,
         clock: Clock,
         input: &[u8],
-        cfg: &Config,
+        cfg: &ServerConfig,
         d: &mut D,
         out: &mut Vec<u8>,
     ) -> usize
@@ -344,7 +344,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         &mut self,
         clock: Clock,
         head: RequestHead,
-        cfg: &Config,
+        cfg: &ServerConfig,
         d: &mut D,
         out: &mut Vec<u8>,
     ) where
@@ -430,7 +430,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
     }
 
     /// Feeds request body bytes to the sink; returns the bytes used.
-    fn feed_body(&mut self, now: Instant, input: &[u8], cfg: &Config) -> usize {
+    fn feed_body(&mut self, now: Instant, input: &[u8], cfg: &ServerConfig) -> usize {
         let Reading::Body(body) = &mut self.reading else {
             return 0;
         };
@@ -773,7 +773,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
     pub(crate) fn end_round(
         &mut self,
         clock: Clock,
-        cfg: &Config,
+        cfg: &ServerConfig,
         reads_paused: bool,
         out: &mut Vec<u8>,
     ) -> Actions {
@@ -796,7 +796,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
 
     /// A body nobody reads is discarded as it arrives, up to `max_drain_bytes` after its
     /// response: past that, closing beats reading it all.
-    fn drop_long_unread_body(&mut self, cfg: &Config) {
+    fn drop_long_unread_body(&mut self, cfg: &ServerConfig) {
         if !self.queue.is_empty() {
             return;
         }
@@ -812,7 +812,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         }
     }
 
-    fn wants_read(&self, cfg: &Config) -> bool {
+    fn wants_read(&self, cfg: &ServerConfig) -> bool {
         match &self.reading {
             Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
             Reading::Body(b) => b.sink.reader_gone() || b.sink.has_room(),
@@ -822,7 +822,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
     }
 
     /// Whether kept bytes wait on something that no longer holds them back.
-    fn can_parse_kept(&self, cfg: &Config) -> bool {
+    fn can_parse_kept(&self, cfg: &ServerConfig) -> bool {
         match &self.reading {
             Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
             Reading::Body(b) => b.sink.reader_gone() || b.sink.has_room(),
@@ -844,7 +844,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
     }
 
     /// The deadline that applies now, if any.
-    fn deadline(&mut self, cfg: &Config, reads_paused: bool) -> Option<(Instant, Timeout)> {
+    fn deadline(&mut self, cfg: &ServerConfig, reads_paused: bool) -> Option<(Instant, Timeout)> {
         let busy = !self.queue.is_empty() || !matches!(self.reading, Reading::Head { .. });
         if let Reading::Head { started } = &mut self.reading {
             if busy || reads_paused {
@@ -906,7 +906,7 @@ enum Timeout {
     Idle,
 }
 
-fn head_limits(cfg: &Config) -> Limits {
+fn head_limits(cfg: &ServerConfig) -> Limits {
     Limits {
         max_head_bytes: cfg.max_head_bytes,
         max_headers: cfg.max_headers,

@@ -105,13 +105,13 @@ impl<const UPGRADES: bool> Dispatch for Svc<UPGRADES> {
 struct Harness<const UPGRADES: bool = false> {
     conn: ServerConn<Sink, Ex>,
     svc: Svc<UPGRADES>,
-    cfg: Config,
+    cfg: ServerConfig,
     now: Instant,
     out: Vec<u8>,
 }
 
 impl<const UPGRADES: bool> Harness<UPGRADES> {
-    fn new(cfg: Config) -> Self {
+    fn new(cfg: ServerConfig) -> Self {
         let now = Instant::now();
         Harness {
             conn: ServerConn::new(now),
@@ -219,7 +219,7 @@ impl<const UPGRADES: bool> Harness<UPGRADES> {
 }
 
 fn harness() -> Harness {
-    Harness::new(Config::default())
+    Harness::new(ServerConfig::default())
 }
 
 const GET_A: &[u8] = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
@@ -259,9 +259,9 @@ fn a_request_in_pieces_waits_for_its_head() {
 
 #[test]
 fn kept_bytes_are_parsed_again_only_once_what_held_them_is_gone() {
-    let mut h: Harness = Harness::new(Config {
+    let mut h: Harness = Harness::new(ServerConfig {
         max_pipelined: 1,
-        ..Config::default()
+        ..ServerConfig::default()
     });
     // Held by the pipeline depth, with a partial head behind: parse again once answered,
     // and then not again while the head stays partial.
@@ -294,9 +294,9 @@ fn pipelined_responses_leave_in_request_order() {
 
 #[test]
 fn pipelining_depth_holds_reads_and_resumes() {
-    let mut h: Harness = Harness::new(Config {
+    let mut h: Harness = Harness::new(ServerConfig {
         max_pipelined: 2,
-        ..Config::default()
+        ..ServerConfig::default()
     });
     h.feed(&[GET_A, GET_B, GET_C].concat());
     // Two in flight; the third waits unparsed, and reads are held.
@@ -481,7 +481,7 @@ fn answered_without_asking_for_the_body_closes() {
 
 #[test]
 fn upgrade_waits_for_the_responses_before_it() {
-    let mut h: Harness<true> = Harness::new(Config::default());
+    let mut h: Harness<true> = Harness::new(ServerConfig::default());
     let upgrade: &[u8] =
         b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n";
     h.feed(&[GET_A, upgrade, b"FRAME"].concat());
@@ -589,9 +589,9 @@ fn app_connection_close_and_max_requests_end_the_connection() {
     assert!(h.conn.front(&mut h.out).is_none());
     assert!(h.end().close);
 
-    let mut h: Harness = Harness::new(Config {
+    let mut h: Harness = Harness::new(ServerConfig {
         max_requests_per_connection: Some(2),
-        ..Config::default()
+        ..ServerConfig::default()
     });
     h.feed(GET_A);
     assert_eq!(h.respond(200, "a"), After::Next);
@@ -608,11 +608,11 @@ fn app_connection_close_and_max_requests_end_the_connection() {
 
 #[test]
 fn head_limits_answer_431_and_414() {
-    let cfg = Config {
+    let cfg = ServerConfig {
         max_head_bytes: 64,
         max_headers: 2,
         max_uri_len: 10,
-        ..Config::default()
+        ..ServerConfig::default()
     };
     let cases: [(&[u8], &str); 4] = [
         // At the limits: served.
@@ -642,9 +642,9 @@ fn head_limits_answer_431_and_414() {
 
 #[test]
 fn a_head_growing_past_its_limit_is_refused_before_it_ends() {
-    let mut h: Harness = Harness::new(Config {
+    let mut h: Harness = Harness::new(ServerConfig {
         max_head_bytes: 64,
-        ..Config::default()
+        ..ServerConfig::default()
     });
     h.feed(b"GET / HTTP/1.1\r\nHost: h\r\n");
     for _ in 0..10 {
@@ -656,9 +656,9 @@ fn a_head_growing_past_its_limit_is_refused_before_it_ends() {
 
 #[test]
 fn max_body_size_at_and_over_the_limit() {
-    let cfg = Config {
+    let cfg = ServerConfig {
         max_body_size: Some(4),
-        ..Config::default()
+        ..ServerConfig::default()
     };
     // Content-Length at the limit: served; over it: 413 without calling the service.
     let mut h: Harness = Harness::new(cfg.clone());
@@ -705,9 +705,9 @@ fn a_full_body_buffer_holds_reads_until_there_is_room() {
 
 #[test]
 fn an_unread_body_is_drained_up_to_its_bound() {
-    let cfg = Config {
+    let cfg = ServerConfig {
         max_drain_bytes: 4,
-        ..Config::default()
+        ..ServerConfig::default()
     };
     // Small enough to drain: the connection is kept.
     let mut h: Harness = Harness::new(cfg.clone());
