@@ -384,6 +384,13 @@ fn seed_corpus_replays() {
     assert_eq!(stream("seed-pipelined"), 4);
     assert_eq!(stream("seed-100-then-200"), 3);
     assert_eq!(stream("seed-http10-keepalive"), 2);
+
+    for (name, data) in corpus("h1_server_conn") {
+        let split = u16::from_le_bytes([data[0], data[1]]) as usize;
+        check_server_conn(&data[2..], split);
+        let (out, _) = fibr::http::fuzzing::serve_pieces(&[&data[2..]], &Limits::default(), None);
+        assert!(out.starts_with(b"HTTP/1.1 "), "{name}: answered");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
