@@ -436,6 +436,11 @@ impl<B: BodySink, X> ServerConn<B, X> {
         };
         if !input.is_empty() {
             body.progress = now;
+            if body.cont == Continue::Owed {
+                // The client sends without waiting to be asked (RFC 9110 §10.1.1 lets the
+                // server then omit the 100).
+                body.cont = Continue::NotExpected;
+            }
         }
         let mut pos = 0;
         loop {

@@ -469,6 +469,18 @@ fn continue_only_once_the_body_is_wanted() {
 }
 
 #[test]
+fn no_continue_once_the_client_sends_anyway() {
+    let mut h = harness();
+    h.feed(b"POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\nx");
+    h.svc.bodies[0].borrow_mut().wanted = true;
+    h.front_id();
+    assert_eq!(h.take_out(), "", "the body is already coming");
+    h.feed(b"yz");
+    assert_eq!(h.svc.bodies[0].borrow().data, b"xyz");
+    assert_eq!(h.respond(200, "up"), After::Next);
+}
+
+#[test]
 fn answered_without_asking_for_the_body_closes() {
     let mut h = harness();
     h.feed(b"POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n");
