@@ -1,6 +1,8 @@
 //! The example app: an axum Router served by fibr (the README's main command).
 //!
 //! `cargo run --release --example hello` listens on 127.0.0.1:3000 (`PORT` overrides).
+//! With `--features tls` and `TLS_CERT` / `TLS_KEY` set to PEM files (a certificate chain
+//! and its private key) it serves HTTPS on the same port.
 
 use axum::extract::Path;
 use axum::response::sse::{Event, Sse};
@@ -51,13 +53,60 @@ fn main() -> std::io::Result<()> {
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(3000u16);
+    let tls = tls_from_env()?;
     fibr::run(async move {
         let listener = fibr::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         eprintln!(
-            "serving the example app on http://{}",
+            "serving the example app on {scheme}://{}",
             listener.local_addr()?
         );
         // With axum on tokio this line would be `axum::serve(listener, app()).await`.
-        fibr::serve(listener, app()).await
+        let serve = fibr::serve(listener, app());
+        #[cfg(feature = "tls")]
+        let serve = match tls {
+            Some(tls) => serve.with_tls(tls),
+            None => serve,
+        };
+        serve.await
     })
+}
+
+#[cfg(feature = "tls")]
+type TlsConfig = std::sync::Arc<fibr::tls::rustls::ServerConfig>;
+#[cfg(not(feature = "tls"))]
+type TlsConfig = std::convert::Infallible;
+
+/// A TLS config from the PEM files named by `TLS_CERT` and `TLS_KEY`, if both are set.
+fn tls_from_env() -> std::io::Result<Option<TlsConfig>> {
+    let (Some(cert), Some(key)) = (std::env::var_os("TLS_CERT"), std::env::var_os("TLS_KEY"))
+    else {
+        return Ok(None);
+    };
+    #[cfg(feature = "tls")]
+    {
+        use fibr::tls::rustls;
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let bad = |what: &str, e: &dyn std::fmt::Display| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{what}: {e}"))
+        };
+        let chain = CertificateDer::pem_file_iter(&cert)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| bad("TLS_CERT", &e))?;
+        let key = PrivateKeyDer::from_pem_file(&key).map_err(|e| bad("TLS_KEY", &e))?;
+        let config = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| bad("TLS_CERT/TLS_KEY", &e))?;
+        Ok(Some(std::sync::Arc::new(config)))
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = (cert, key);
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "TLS_CERT and TLS_KEY need the `tls` feature: cargo run --release --example hello --features tls",
+        ))
+    }
 }

@@ -75,6 +75,8 @@ mod runtime;
 mod sync_notify;
 mod sys;
 pub mod time;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 /// Body types (`fibr::body::Incoming` is the request body services receive).
 pub mod body {

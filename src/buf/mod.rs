@@ -56,6 +56,11 @@ impl PooledBuf {
         PooledBuf { vec, append: true }
     }
 
+    /// Bytes that can be appended without growing (`take_empty`).
+    pub fn spare(&self) -> usize {
+        self.vec.capacity() - self.vec.len()
+    }
+
     /// The underlying vector, for appending output (`take_empty`).
     pub fn vec_mut(&mut self) -> &mut Vec<u8> {
         &mut self.vec

@@ -87,7 +87,10 @@ impl Connector for HttpConnector {
         if !scheme.eq_ignore_ascii_case("http") {
             return Err(Error::new(
                 ErrorKind::InvalidUri,
-                format!("scheme {scheme:?} needs another connector (HttpConnector speaks http and http+unix)"),
+                format!(
+                    "scheme {scheme:?} needs another connector (HttpConnector speaks http and \
+                     http+unix; for https: Client::builder().build_https(), feature `tls`)"
+                ),
             ));
         }
         let host = dst

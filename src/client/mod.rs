@@ -46,6 +46,8 @@ mod connect;
 mod duplex;
 mod error;
 mod pool;
+#[cfg(feature = "tls")]
+mod tls;
 mod upload;
 
 pub use body::ResponseBody;
@@ -53,6 +55,8 @@ pub use connect::{
     unix_uri, Connected, Connection, Connector, HttpConnector, Stream, UnixConnector, UNIX_SCHEME,
 };
 pub use error::{BoxError, Error, ErrorKind};
+#[cfg(feature = "tls")]
+pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 
 use crate::http::h1::client::BodyFraming;
 use body::{ReqBody, Wire};
@@ -101,6 +105,8 @@ pub struct Builder {
     max_body: Option<u64>,
     retry: bool,
     h1: H1Options,
+    #[cfg(feature = "tls")]
+    tls: Option<Arc<crate::tls::rustls::ClientConfig>>,
 }
 
 impl Default for Builder {
@@ -113,6 +119,8 @@ impl Default for Builder {
             max_body: None,
             retry: true,
             h1: H1Options::default(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -184,6 +192,24 @@ impl Builder {
     pub fn http1_allow_obsolete_multiline_headers_in_responses(&mut self, on: bool) -> &mut Self {
         self.h1.limits.allow_obsolete_folding = on;
         self
+    }
+
+    /// The TLS config [`Builder::build_https`] uses (a private CA, a client certificate);
+    /// default: the webpki roots. ALPN `http/1.1` is filled in when it names no protocol.
+    #[cfg(feature = "tls")]
+    pub fn tls_config(&mut self, config: Arc<crate::tls::rustls::ClientConfig>) -> &mut Self {
+        self.tls = Some(config);
+        self
+    }
+
+    /// A client for `https` and `http` (feature `tls`): [`HttpsConnector`] over TCP.
+    #[cfg(feature = "tls")]
+    pub fn build_https(&self) -> Client<HttpsConnector> {
+        let connector = match &self.tls {
+            Some(config) => HttpsConnector::with_config(config.clone()),
+            None => HttpsConnector::new(),
+        };
+        self.build_with_connector(connector)
     }
 
     /// A client with the [`HttpConnector`].

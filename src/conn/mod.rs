@@ -6,6 +6,9 @@
 //! take waits in the connection's queue for writability; past the high watermark, reads
 //! pause until the queue drains to the low one. Buffers are borrowed for the round only.
 
+// Only TLS puts a layer on a connection so far.
+#[cfg_attr(not(feature = "tls"), allow(dead_code, unused_imports))]
+mod layer;
 mod linger;
 mod output;
 mod stall;
@@ -17,6 +20,8 @@ use crate::exec::state::SchedState;
 use crate::reactor::Source;
 use crate::runtime::{Command, Loop, ReadyCtx, Runtime};
 use crate::sys::{socket, Event, Interest};
+#[cfg(feature = "tls")]
+pub(crate) use layer::{Delivered, Layer, Received};
 use output::Output;
 use std::any::Any;
 use std::fmt;
@@ -96,6 +101,7 @@ const F_PEER_FIN: u32 = 1 << 9; // the poller saw the peer's FIN (or a hang-up)
 const F_DETACHED: u32 = 1 << 10; // the socket lives on in another owner (no linger)
 const F_NEW_HANDLER: u32 = 1 << 11; // set_handler replaced the handler (a round reloads it)
 const F_WR_SHUT: u32 = 1 << 12; // shutdown_write was called: no more sends are taken
+const F_LAYER: u32 = 1 << 13; // a record layer (TLS) sits between the socket and the handler
 
 /// How many rounds a connection runs back to back before letting others go first.
 const ROUNDS_PER_TURN: usize = 4;
@@ -134,6 +140,8 @@ struct Io {
     after_output: Option<Box<AfterOutput>>,
     /// Set while output is queued (for `Config::write_timeout`).
     stall: Option<Box<stall::Stall>>,
+    /// A record layer (TLS) between the socket and the handler, if one was started.
+    layer: Option<Box<layer::LayerIo>>,
 }
 
 /// A closing connection's last stage (see `Io::after_output`).
@@ -208,6 +216,7 @@ impl ConnInner {
                 out: Output::default(),
                 after_output: None,
                 stall: None,
+                layer: None,
             }),
             peer,
             local,
@@ -300,6 +309,10 @@ impl ConnInner {
             let e = io::Error::new(io::ErrorKind::TimedOut, "the peer stopped reading");
             return self.close_now(&conn, Some(e));
         }
+        if ev & EV_WAKE != 0 && self.handshake_expired() {
+            let e = io::Error::new(io::ErrorKind::TimedOut, "the TLS handshake timed out");
+            return self.close_now(&conn, Some(e));
+        }
         let mut handler = self.handler.lock().unwrap().clone();
         let mut err = None;
 
@@ -321,7 +334,10 @@ impl ConnInner {
             }
         }
         self.refresh(&mut handler);
-        if ev & EV_WAKE != 0 && !self.call(&conn, "on_wake", || handler.on_wake(&conn)) {
+        if ev & EV_WAKE != 0
+            && !self.layer_opening()
+            && !self.call(&conn, "on_wake", || handler.on_wake(&conn))
+        {
             return;
         }
         if ev & EV_CLOSE != 0 {
@@ -335,6 +351,13 @@ impl ConnInner {
         } else if ev & (EV_READ | EV_HUP | EV_RESUME | EV_OPEN) != 0 || self.flag(F_READ_PENDING) {
             match self.read_round(&conn, &mut handler) {
                 ReadEnd::Open => {}
+                ReadEnd::Eof if self.layer_opening() => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the peer closed during the TLS handshake",
+                    );
+                    return self.close_now(&conn, Some(e));
+                }
                 ReadEnd::Eof => {
                     self.refresh(&mut handler);
                     if !self.call(&conn, "on_eof", || handler.on_eof(&conn)) {
@@ -381,6 +404,9 @@ impl ConnInner {
     }
 
     fn read_round(&self, conn: &Conn, handler: &mut Arc<dyn Handler>) -> ReadEnd {
+        if self.flag(F_LAYER) {
+            return self.read_round_layered(conn, handler);
+        }
         let mut buf = PooledBuf::take(self.rt.config.read_buffer_size);
         loop {
             if self.reads_blocked() {
@@ -431,13 +457,13 @@ impl ConnInner {
         if !io.open {
             return;
         }
-        let before = io.out.queued();
+        let before = io.queued();
         let flushed = if self.flag(F_CONNECTING) {
             Ok(())
         } else {
             self.flush(&mut io)
         };
-        let queued = io.out.queued();
+        let queued = io.queued();
         self.account(before, queued);
         if let Err(e) = flushed {
             drop(io);
@@ -511,7 +537,7 @@ impl ConnInner {
         let Some(timeout) = self.rt.config.write_timeout else {
             return;
         };
-        if io.out.queued() == 0 {
+        if io.queued() == 0 {
             io.stall = None;
         } else if let Some(stall) = io.stall.as_mut() {
             if progressed {
@@ -599,7 +625,7 @@ impl ConnInner {
     /// True when the queued output is past the high watermark or the engine-wide budget.
     fn output_over_limit(&self) -> bool {
         let cfg = &self.rt.config;
-        let queued = self.io.lock().unwrap().out.queued();
+        let queued = self.io.lock().unwrap().queued();
         queued > cfg.write_high_watermark
             || cfg.max_pending_bytes.is_some_and(|max| {
                 queued > 0 && self.rt.pending_bytes.load(Ordering::Relaxed) > max
@@ -615,7 +641,13 @@ impl ConnInner {
                 }
                 Ok(())
             }
-            _ => io.out.write_to(self.fd),
+            _ => match io.layer.as_deref_mut() {
+                Some(layer) => {
+                    let closing = self.flag(F_CLOSING | F_SHUT_WR);
+                    layer.flush(&mut io.out, self.fd, closing)
+                }
+                None => io.out.write_to(self.fd),
+            },
         }
     }
 
@@ -643,8 +675,9 @@ impl ConnInner {
             // Cancels the timers, whose wakers hold this connection.
             io.after_output = None;
             io.stall = None;
-            let before = io.out.queued();
+            let before = io.queued();
             io.out.clear();
+            io.layer = None;
             self.account(before, 0);
             io.fd.take()
         };
@@ -794,21 +827,21 @@ impl Conn {
             ));
         }
         inner.check_write_open()?;
-        let before = io.out.queued();
+        let before = io.queued();
         if inner.kind == Kind::Udp {
             for b in bufs {
                 io.out.push_datagram(b);
             }
         } else {
-            io.out.push_bytes(bufs);
+            io.sink().push_bytes(bufs);
         }
         if io.in_round {
-            inner.account(before, io.out.queued());
+            inner.account(before, io.queued());
             return Ok(());
         }
         // Outside a round: let the connection's task write it, keeping the order of output
         // and the watermark logic in one place.
-        inner.account(before, io.out.queued());
+        inner.account(before, io.queued());
         drop(io);
         inner.notify(EV_FLUSH);
         Ok(())
@@ -832,9 +865,9 @@ impl Conn {
             ));
         }
         inner.check_write_open()?;
-        let before = io.out.queued();
-        io.out.push_file(file, offset, len);
-        inner.account(before, io.out.queued());
+        let before = io.queued();
+        io.sink().push_file(file, offset, len);
+        inner.account(before, io.queued());
         let in_round = io.in_round;
         drop(io);
         if !in_round {
@@ -880,7 +913,7 @@ impl Conn {
 
     /// Bytes of output queued and not yet written.
     pub fn queued_bytes(&self) -> usize {
-        self.inner.io.lock().unwrap().out.queued()
+        self.inner.io.lock().unwrap().queued()
     }
 
     /// Asks for `on_drained` once the output queue is at or below the low watermark (even

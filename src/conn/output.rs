@@ -97,6 +97,99 @@ impl Output {
         self.chunks.push_back(Chunk::Bytes { data, pos: 0 });
     }
 
+    /// Queues `data` as it is (no copy): bytes a layer produced (handshake, alerts).
+    pub fn push_owned(&mut self, data: Vec<u8>) {
+        if data.is_empty() {
+            return;
+        }
+        self.queued += data.len() as u64;
+        self.chunks.push_back(Chunk::Bytes {
+            data: Data::Owned(data),
+            pos: 0,
+        });
+    }
+
+    /// Lets `f` append to the back of the queue (a layer sealing records into it), with
+    /// room for `reserve` bytes made first, so small records share the cork.
+    pub fn append_with<R>(&mut self, reserve: usize, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let fits = matches!(self.chunks.back_mut(), Some(Chunk::Bytes {
+            data: Data::Pooled(cork),
+            ..
+        }) if cork.spare() >= reserve);
+        if !fits {
+            let data = if reserve <= CORK_SIZE {
+                Data::Pooled(PooledBuf::take_empty(CORK_SIZE))
+            } else {
+                Data::Owned(Vec::with_capacity(reserve))
+            };
+            self.chunks.push_back(Chunk::Bytes { data, pos: 0 });
+        }
+        let Some(Chunk::Bytes { data, .. }) = self.chunks.back_mut() else {
+            unreachable!("a bytes chunk was just made the back one")
+        };
+        let vec = match data {
+            Data::Pooled(cork) => cork.vec_mut(),
+            Data::Owned(v) => v,
+        };
+        let before = vec.len();
+        let r = f(vec);
+        let added = vec.len().saturating_sub(before);
+        let empty = vec.is_empty();
+        self.queued += added as u64;
+        if empty {
+            // A chunk with nothing to write would stall the write loop.
+            self.chunks.pop_back();
+        }
+        r
+    }
+
+    /// Hands up to `max` bytes from the front to `f` and drops them (a layer sealing
+    /// staged plaintext); a file range is read into `scratch` first.
+    pub fn take_front(
+        &mut self,
+        max: usize,
+        scratch: &mut Vec<u8>,
+        f: impl FnOnce(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match self.chunks.front_mut() {
+            None => Ok(()),
+            Some(Chunk::Bytes { data, pos }) => {
+                let bytes = &data.bytes()[*pos..];
+                let n = bytes.len().min(max);
+                f(&bytes[..n])?;
+                self.advance(n);
+                Ok(())
+            }
+            Some(Chunk::File {
+                file,
+                offset,
+                remaining,
+            }) => {
+                use std::os::unix::fs::FileExt;
+                // The min in u64 first: `remaining` may not fit a usize.
+                let want = (*remaining).min(max as u64) as usize;
+                scratch.resize(want, 0);
+                let n = file.read_at(scratch, *offset)?;
+                if n == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file ended before the length given to send_file",
+                    ));
+                }
+                *offset += n as u64;
+                *remaining -= n as u64;
+                self.queued -= n as u64;
+                if *remaining == 0 {
+                    self.chunks.pop_front();
+                }
+                f(&scratch[..n])
+            }
+            Some(Chunk::Datagram(_)) => {
+                Err(io::Error::other("datagram queued on a stream connection"))
+            }
+        }
+    }
+
     pub fn push_file(&mut self, file: File, offset: u64, len: u64) {
         if len == 0 {
             return;

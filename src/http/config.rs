@@ -41,6 +41,9 @@ pub struct ServerConfig {
     /// Bytes of response queued in the socket's output before a streaming body is polled
     /// again (large responses are never buffered whole).
     pub response_buffer: usize,
+    /// With TLS (`serve(..).with_tls(..)`): how long a handshake may take before the
+    /// connection is closed.
+    pub tls_handshake_timeout: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +61,7 @@ impl Default for ServerConfig {
             max_drain_bytes: 64 * 1024,
             max_pipelined: 64,
             response_buffer: 64 * 1024,
+            tls_handshake_timeout: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -75,4 +79,5 @@ config_setters!(ServerConfig {
     set with_max_drain_bytes => max_drain_bytes: u64,
     set with_max_pipelined => max_pipelined: usize,
     set with_response_buffer => response_buffer: usize,
+    opt with_tls_handshake_timeout => tls_handshake_timeout: Duration,
 });

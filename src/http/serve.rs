@@ -63,6 +63,8 @@ where
         listener: listener.into_parts(),
         app,
         config: ServerConfig::default(),
+        #[cfg(feature = "tls")]
+        tls: None,
         _marker: PhantomData,
     }
 }
@@ -73,6 +75,8 @@ pub struct Serve<M, Marker = ServiceMarker> {
     listener: io::Result<ListenerParts>,
     app: M,
     config: ServerConfig,
+    #[cfg(feature = "tls")]
+    tls: Option<Arc<rustls::ServerConfig>>,
     _marker: PhantomData<fn() -> Marker>,
 }
 
@@ -85,6 +89,16 @@ where
     /// Uses these limits and timeouts instead of the defaults.
     pub fn with_config(mut self, config: ServerConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Serves HTTPS with `tls` (feature `tls`). When its `alpn_protocols` is empty, fibr
+    /// fills in what it serves (`http/1.1`); session tickets are turned on when it has no
+    /// ticketer. A request sent in plain HTTP gets a 400; the handshake's timeout is
+    /// [`ServerConfig::tls_handshake_timeout`].
+    #[cfg(feature = "tls")]
+    pub fn with_tls(mut self, tls: Arc<rustls::ServerConfig>) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -103,10 +117,21 @@ where
     async fn run(self, signal: Option<Pin<Box<dyn Future<Output = ()> + Send>>>) -> io::Result<()> {
         let ListenerParts { fd, kind, rt } = self.listener?;
         rt.ensure_running()?;
+        #[cfg(feature = "tls")]
+        let handshake_timeout = self.config.tls_handshake_timeout;
         let server = Server::<M, Marker>::with_config(self.app, self.config);
         let shared = server.shared().clone();
         let raw = fd.as_raw_fd();
         let handler: Arc<dyn Handler> = Arc::new(server);
+        #[cfg(feature = "tls")]
+        let handler: Arc<dyn Handler> = match self.tls {
+            Some(tls) => Arc::new(
+                crate::tls::TlsServer::with_arc(crate::tls::for_http(tls), handler)
+                    .with_handshake_timeout(handshake_timeout)
+                    .with_plain_http_answer(true),
+            ),
+            None => handler,
+        };
         let listener = Arc::new(Listener { fd, kind, handler });
         let lp = rt.pick_loop().clone();
         lp.send(Command::Register(raw, listener.clone()));
@@ -160,6 +185,26 @@ where
 pub struct WithGracefulShutdown<M, Marker, F> {
     serve: Serve<M, Marker>,
     signal: F,
+}
+
+impl<M, Marker, F> WithGracefulShutdown<M, Marker, F>
+where
+    M: MakeService<Marker>,
+    Marker: 'static,
+    Server<M, Marker>: Handler,
+{
+    /// [`Serve::with_tls`], after the shutdown signal was given.
+    #[cfg(feature = "tls")]
+    pub fn with_tls(mut self, tls: Arc<rustls::ServerConfig>) -> Self {
+        self.serve = self.serve.with_tls(tls);
+        self
+    }
+
+    /// [`Serve::with_config`], after the shutdown signal was given.
+    pub fn with_config(mut self, config: ServerConfig) -> Self {
+        self.serve = self.serve.with_config(config);
+        self
+    }
 }
 
 impl<M, Marker, F> IntoFuture for WithGracefulShutdown<M, Marker, F>

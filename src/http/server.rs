@@ -229,6 +229,38 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
     waker: Waker,
     h1: Machine<S, B>,
     timer: Option<Sleep>,
+    tls: ConnTls,
+}
+
+/// What the connection's TLS negotiated (feature `tls`): every request gets it as an
+/// extension, and an upgrade cannot be handed to hyper (the TLS session stays here).
+#[derive(Default)]
+struct ConnTls {
+    #[cfg(feature = "tls")]
+    info: Option<crate::tls::TlsInfo>,
+}
+
+impl ConnTls {
+    fn of(_conn: &Conn) -> ConnTls {
+        ConnTls {
+            #[cfg(feature = "tls")]
+            info: _conn.tls_info(),
+        }
+    }
+
+    fn is_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.info.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
+    fn extend(&self, _req: &mut Request<Incoming>) {
+        #[cfg(feature = "tls")]
+        if let Some(info) = &self.info {
+            _req.extensions_mut().insert(info.clone());
+        }
+    }
 }
 
 impl<M, Marker, S, B> Handler for Server<M, Marker>
@@ -267,6 +299,7 @@ where
             waker: conn.waker(),
             h1: ServerConn::new(Instant::now()),
             timer: None,
+            tls: ConnTls::of(conn),
         };
         conn.set_context(Mutex::new(state));
         with_state::<S, B, _>(conn, |st| {
@@ -358,6 +391,7 @@ struct Calls<'a, S> {
     waker: &'a Waker,
     conn: &'a Conn,
     cfg: &'a ServerConfig,
+    tls: &'a ConnTls,
 }
 
 impl<S, B> Dispatch for Calls<'_, S>
@@ -370,7 +404,9 @@ where
 {
     type Exchange = Stage<S::Future, B>;
     type Body = BodySender;
-    const HANDS_OFF_UPGRADES: bool = cfg!(feature = "hyper");
+    fn hands_off_upgrades(&self) -> bool {
+        cfg!(feature = "hyper") && !self.tls.is_tls()
+    }
 
     fn dispatch(
         &mut self,
@@ -394,6 +430,7 @@ where
         *req.uri_mut() = head.uri;
         *req.version_mut() = head.version;
         *req.headers_mut() = head.headers;
+        self.tls.extend(&mut req);
         let (exchange, called) = match self.try_call(req) {
             Ok(stage) => (stage, true),
             Err(req) => (Stage::Waiting(req), false),
@@ -463,23 +500,15 @@ where
     B: Body + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    fn calls<'a>(
-        svc: &'a mut S,
-        waker: &'a Waker,
-        conn: &'a Conn,
-        cfg: &'a ServerConfig,
-    ) -> Calls<'a, S> {
-        Calls {
-            svc,
-            waker,
-            conn,
-            cfg,
-        }
-    }
-
     /// Feeds the round's bytes (or, with none, the bytes kept) to the machine.
     fn receive(&mut self, conn: &Conn, data: &[u8], cfg: &ServerConfig, out: &mut Vec<u8>) {
-        let mut calls = Self::calls(&mut self.svc, &self.waker, conn, cfg);
+        let mut calls = Calls {
+            svc: &mut self.svc,
+            waker: &self.waker,
+            conn,
+            cfg,
+            tls: &self.tls,
+        };
         self.h1.receive(round_clock(), data, cfg, &mut calls, out);
     }
 
@@ -554,7 +583,13 @@ where
         let Stage::Waiting(req) = std::mem::replace(stage, Stage::Moving) else {
             return;
         };
-        let mut calls = Self::calls(&mut self.svc, &self.waker, conn, cfg);
+        let mut calls = Calls {
+            svc: &mut self.svc,
+            waker: &self.waker,
+            conn,
+            cfg,
+            tls: &self.tls,
+        };
         let called = calls.try_call(*req);
         let now_called = called.is_ok();
         if let Some(stage) = self.h1.last_mut() {

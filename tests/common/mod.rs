@@ -8,6 +8,9 @@
 
 #![allow(dead_code)]
 
+#[cfg(feature = "tls")]
+pub mod pki;
+
 use fibr::http::{MakeService, Server, ServerConfig};
 use fibr::net::TcpListener;
 use fibr::Handler;
@@ -443,8 +446,8 @@ impl Resp {
 /// A raw HTTP/1.1 client: writes whatever it is given, reads responses strictly
 /// (status line, headers, Content-Length, chunked or close-delimited bodies) and panics on
 /// EOF, errors and timeouts where a response is expected.
-pub struct Client {
-    pub s: TcpStream,
+pub struct Client<S = TcpStream> {
+    pub s: S,
     /// Bytes read; those before `pos` are consumed.
     buf: Vec<u8>,
     pos: usize,
@@ -465,6 +468,18 @@ impl Client {
             buf: Vec::new(),
             pos: 0,
             io_timeout,
+        }
+    }
+}
+
+impl<S: Read + Write> Client<S> {
+    /// Reads and writes through `s` (a TLS stream, say), whose timeouts are its own.
+    pub fn over(s: S) -> Client<S> {
+        Client {
+            s,
+            buf: Vec::new(),
+            pos: 0,
+            io_timeout: IO_TIMEOUT,
         }
     }
 
@@ -645,7 +660,9 @@ impl Client {
             assert_eq!(self.take(2, "a chunk's CRLF"), b"\r\n");
         }
     }
+}
 
+impl Client {
     /// The server must close the connection within `within`, with nothing more sent.
     pub fn expect_closed(&mut self, within: Duration) {
         if let Err(e) = self.closed_within(within) {

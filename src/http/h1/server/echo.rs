@@ -54,7 +54,9 @@ struct Echo;
 impl Dispatch for Echo {
     type Exchange = Request;
     type Body = Sink;
-    const HANDS_OFF_UPGRADES: bool = false;
+    fn hands_off_upgrades(&self) -> bool {
+        false
+    }
 
     fn dispatch(&mut self, head: RequestHead, body: Option<NewBody>) -> Dispatched<Request, Sink> {
         let arrived = body.map(|_| Rc::new(RefCell::new(Arrived::default())));

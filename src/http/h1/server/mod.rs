@@ -60,8 +60,9 @@ pub(crate) enum BodyFailure {
 pub(crate) trait BodySink {
     /// Takes body bytes (discarding them if the reader is gone).
     fn push(&mut self, data: &[u8]);
-    /// Whether more may be pushed now; if not, the machine stops reading until it may
-    /// (the driver is woken when the reader catches up).
+    /// Whether more may be pushed now (always once the reader is gone: the rest is
+    /// discarded); if not, the machine stops reading until it may (the driver is woken
+    /// when the reader catches up). One call: it is asked per chunk.
     fn has_room(&self) -> bool;
     /// The reader dropped the body: the rest is read only to be discarded.
     fn reader_gone(&self) -> bool;
@@ -98,7 +99,7 @@ pub(crate) trait Dispatch {
     type Body: BodySink;
     /// Whether an upgrade request is handed to another owner ([`ServerConn::take_upgrade`])
     /// rather than answered as a plain request.
-    const HANDS_OFF_UPGRADES: bool;
+    fn hands_off_upgrades(&self) -> bool;
 
     /// A request head arrived: call the service (or park the request if it is not ready).
     fn dispatch(
@@ -322,7 +323,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
                 }
                 Ok(Some((head, used))) => {
                     self.reading = Reading::Head { started: None };
-                    if head.upgrade && D::HANDS_OFF_UPGRADES {
+                    if head.upgrade && d.hands_off_upgrades() {
                         // The new owner takes the connection from this request on, once
                         // the responses before it are written.
                         self.held_back = !self.queue.is_empty();
@@ -444,7 +445,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         }
         let mut pos = 0;
         loop {
-            if !body.sink.reader_gone() && !body.sink.has_room() {
+            if !body.sink.has_room() {
                 // The service is behind: keep the rest for later.
                 self.held_back = true;
                 return pos;
@@ -822,7 +823,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
     fn wants_read(&self, cfg: &ServerConfig) -> bool {
         match &self.reading {
             Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
-            Reading::Body(b) => b.sink.reader_gone() || b.sink.has_room(),
+            Reading::Body(b) => b.sink.has_room(),
             Reading::UpgradeWaits | Reading::Upgraded => false,
             Reading::Stopped => true,
         }
@@ -832,7 +833,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
     fn can_parse_kept(&self, cfg: &ServerConfig) -> bool {
         match &self.reading {
             Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
-            Reading::Body(b) => b.sink.reader_gone() || b.sink.has_room(),
+            Reading::Body(b) => b.sink.has_room(),
             Reading::UpgradeWaits => self.queue.is_empty(),
             Reading::Upgraded | Reading::Stopped => false,
         }
@@ -869,11 +870,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             Reading::Head { started: None } if !busy => cfg
                 .idle_timeout
                 .map(|t| (self.idle_since + t, Timeout::Idle)),
-            Reading::Body(b)
-                if b.cont != Continue::Owed
-                    && !reads_paused
-                    && (b.sink.reader_gone() || b.sink.has_room()) =>
-            {
+            Reading::Body(b) if b.cont != Continue::Owed && !reads_paused && b.sink.has_room() => {
                 cfg.body_read_timeout
                     .map(|t| (b.progress + t, Timeout::Body))
             }

@@ -49,7 +49,8 @@ impl BodySink for Sink {
         }
     }
     fn has_room(&self) -> bool {
-        !self.0.borrow().full
+        let st = self.0.borrow();
+        st.gone || !st.full
     }
     fn reader_gone(&self) -> bool {
         self.0.borrow().gone
@@ -80,7 +81,9 @@ struct Svc<const UPGRADES: bool> {
 impl<const UPGRADES: bool> Dispatch for Svc<UPGRADES> {
     type Exchange = Ex;
     type Body = Sink;
-    const HANDS_OFF_UPGRADES: bool = UPGRADES;
+    fn hands_off_upgrades(&self) -> bool {
+        UPGRADES
+    }
 
     fn dispatch(&mut self, head: RequestHead, body: Option<NewBody>) -> Dispatched<Ex, Sink> {
         self.requests.push(format!("{} {}", head.method, head.uri));

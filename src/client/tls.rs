@@ -1,0 +1,419 @@
+//! `https://` (feature `tls`): [`HttpsConnector`] wraps a connector and runs TLS over the
+//! streams it makes, with the sans-IO machine the server uses (`crate::tls::Session`, in
+//! the client role) and this module as its async driver.
+
+use super::connect::{Connected, Connection, Connector, HttpConnector};
+use super::error::{Error, ErrorKind};
+use crate::conn::{Delivered, Layer};
+use crate::tls::rustls;
+use crate::tls::Session;
+use http::uri::{Scheme, Uri};
+use rustls::client::UnbufferedClientConnection;
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use std::future::poll_fn;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{ready, Context, Poll};
+use std::time::Instant;
+
+/// Ciphertext read at a time (a whole record fits).
+const READ_CHUNK: usize = 20 * 1024;
+/// Ciphertext waiting for the socket before writes push back.
+const MAX_PENDING_OUT: usize = 64 * 1024;
+
+/// A connector for `https` (and, through the connector it wraps, `http`): SNI from the
+/// URI's host, ALPN `http/1.1` unless the config names protocols, certificates checked
+/// against the config's roots (by default the webpki roots, Mozilla's list).
+#[derive(Clone)]
+pub struct HttpsConnector<C = HttpConnector> {
+    inner: C,
+    config: Arc<ClientConfig>,
+}
+
+impl HttpsConnector {
+    /// TCP underneath, the webpki roots.
+    pub fn new() -> HttpsConnector {
+        HttpsConnector::with_config(default_config())
+    }
+
+    /// TCP underneath, `config`'s roots and client certificate (a private CA, tests).
+    pub fn with_config(config: Arc<ClientConfig>) -> HttpsConnector {
+        HttpsConnector::wrap(HttpConnector, config)
+    }
+}
+
+impl Default for HttpsConnector {
+    fn default() -> HttpsConnector {
+        HttpsConnector::new()
+    }
+}
+
+impl<C> HttpsConnector<C> {
+    /// TLS over the streams `inner` makes (it is asked for `http://` to the same host and
+    /// port, 443 by default).
+    pub fn wrap(inner: C, config: Arc<ClientConfig>) -> HttpsConnector<C> {
+        let config = if config.alpn_protocols.is_empty() {
+            let mut c = Arc::unwrap_or_clone(config);
+            c.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Arc::new(c)
+        } else {
+            config
+        };
+        HttpsConnector { inner, config }
+    }
+}
+
+impl<C> std::fmt::Debug for HttpsConnector<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpsConnector").finish_non_exhaustive()
+    }
+}
+
+/// The webpki roots on the ring provider, TLS 1.2 and 1.3, made once.
+fn default_config() -> Arc<ClientConfig> {
+    static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            let config = ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("ring supports TLS 1.2 and 1.3")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            Arc::new(config)
+        })
+        .clone()
+}
+
+impl<C: Connector> Connector for HttpsConnector<C> {
+    type Io = MaybeHttps<C::Io>;
+
+    async fn connect(&self, dst: &Uri) -> Result<Self::Io, Error> {
+        if dst.scheme() != Some(&Scheme::HTTPS) {
+            return self.inner.connect(dst).await.map(MaybeHttps::Http);
+        }
+        let host = dst
+            .host()
+            .ok_or_else(|| Error::new(ErrorKind::InvalidUri, "the URI has no host"))?;
+        let port = dst.port_u16().unwrap_or(443);
+        let plain: Uri = format!(
+            "http://{}:{port}/",
+            dst.authority().map_or(host, |a| a.host())
+        )
+        .parse()
+        .map_err(|e| Error::new(ErrorKind::InvalidUri, format!("{e}")))?;
+        let io = self.inner.connect(&plain).await?;
+        // An IPv6 literal is named without its brackets.
+        let name = host.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(name.to_string()).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidUri,
+                format!("TLS server name {name:?}: {e}"),
+            )
+        })?;
+        let conn = UnbufferedClientConnection::new(self.config.clone(), name)
+            .map_err(|e| Error::new(ErrorKind::Connect, format!("TLS: {e}")))?;
+        let mut tls = TlsStream::new(io, Session::new(conn, Instant::now(), None));
+        poll_fn(|cx| tls.poll_handshake(cx))
+            .await
+            .map_err(Error::from_connect_io)?;
+        Ok(MaybeHttps::Https(Box::new(tls)))
+    }
+}
+
+/// A stream of [`HttpsConnector`]: plain, or TLS over the inner connector's stream.
+pub enum MaybeHttps<S> {
+    Http(S),
+    Https(Box<TlsStream<S>>),
+}
+
+/// TLS over a client stream: plaintext in and out, records on the wire.
+pub struct TlsStream<S> {
+    io: S,
+    session: Session<UnbufferedClientConnection>,
+    /// Ciphertext read and not used yet (a partial record).
+    incoming: Vec<u8>,
+    /// Plaintext decrypted and not read yet, from `plain_at` on.
+    plain: Vec<u8>,
+    plain_at: usize,
+    /// Ciphertext to write, from `out_at` on.
+    outgoing: Vec<u8>,
+    out_at: usize,
+    /// The peer ended its side (close_notify, or the stream's EOF).
+    eof: bool,
+    opened: bool,
+    info: Option<crate::tls::TlsInfo>,
+}
+
+impl<S: Connection> TlsStream<S> {
+    fn new(io: S, session: Session<UnbufferedClientConnection>) -> TlsStream<S> {
+        TlsStream {
+            io,
+            session,
+            incoming: Vec::new(),
+            plain: Vec::new(),
+            plain_at: 0,
+            outgoing: Vec::new(),
+            out_at: 0,
+            eof: false,
+            opened: false,
+            info: None,
+        }
+    }
+
+    /// What the handshake negotiated.
+    pub fn tls_info(&self) -> Option<&crate::tls::TlsInfo> {
+        self.info.as_ref()
+    }
+
+    /// Drives the handshake: the ClientHello out, the server's flight in, until open.
+    fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            self.process()?;
+            ready!(self.poll_flush_out(cx))?;
+            if self.opened {
+                return Poll::Ready(Ok(()));
+            }
+            if self.eof {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed during the TLS handshake",
+                )));
+            }
+            ready!(self.poll_fill(cx))?;
+        }
+    }
+
+    /// Runs the machine over what was read: plaintext kept, replies queued.
+    fn process(&mut self) -> io::Result<()> {
+        let mut wire = std::mem::take(&mut self.outgoing);
+        let (plain, opened, info) = (&mut self.plain, &mut self.opened, &mut self.info);
+        let res = self
+            .session
+            .receive(&mut self.incoming, &mut wire, &mut |d| {
+                match d {
+                    Delivered::Opened(negotiated) => {
+                        *opened = true;
+                        *info = negotiated.downcast().ok().map(|i| *i);
+                    }
+                    Delivered::Data(p) => plain.extend_from_slice(p),
+                }
+                true
+            });
+        self.outgoing = wire;
+        let r = res?;
+        self.incoming.drain(..r.consumed);
+        self.eof |= r.peer_closed;
+        Ok(())
+    }
+
+    /// Reads once from the stream into `incoming` (EOF sets `eof`).
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let start = self.incoming.len();
+        self.incoming.reserve(READ_CHUNK);
+        let n = {
+            let spare = self.incoming.spare_capacity_mut();
+            let mut rb = hyper::rt::ReadBuf::uninit(spare);
+            ready!(hyper::rt::Read::poll_read(
+                Pin::new(&mut self.io),
+                cx,
+                rb.unfilled()
+            ))?;
+            rb.filled().len()
+        };
+        // SAFETY: `poll_read` initialized the first `n` bytes of the spare capacity (what
+        // `ReadBuf::filled` reports), and `n` is within the capacity reserved above.
+        unsafe { self.incoming.set_len(start + n) };
+        if n == 0 {
+            self.eof = true;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Writes the queued ciphertext until it is out or the stream is full.
+    fn poll_flush_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.out_at < self.outgoing.len() {
+            let n = ready!(hyper::rt::Write::poll_write(
+                Pin::new(&mut self.io),
+                cx,
+                &self.outgoing[self.out_at..]
+            ))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.out_at += n;
+        }
+        self.outgoing.clear();
+        self.out_at = 0;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: Connection> hyper::rt::Read for TlsStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        // What an earlier write left queued goes on while we wait for the answer.
+        if let Poll::Ready(Err(e)) = this.poll_flush_out(cx) {
+            return Poll::Ready(Err(e));
+        }
+        loop {
+            if this.plain_at < this.plain.len() {
+                let n = buf.remaining().min(this.plain.len() - this.plain_at);
+                buf.put_slice(&this.plain[this.plain_at..this.plain_at + n]);
+                this.plain_at += n;
+                if this.plain_at == this.plain.len() {
+                    this.plain.clear();
+                    this.plain_at = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if this.eof {
+                return Poll::Ready(Ok(()));
+            }
+            ready!(this.poll_fill(cx))?;
+            this.process()?;
+        }
+    }
+}
+
+impl<S: Connection> hyper::rt::Write for TlsStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.outgoing.len() - this.out_at >= MAX_PENDING_OUT {
+            ready!(this.poll_flush_out(cx))?;
+        }
+        // Gathered into one run of records (a head and a small body: one record).
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let take = total.min(MAX_PENDING_OUT);
+        let mut plain = Vec::with_capacity(take);
+        for b in bufs {
+            let room = take - plain.len();
+            plain.extend_from_slice(&b[..b.len().min(room)]);
+        }
+        this.session
+            .seal(&mut this.incoming, &plain, &mut this.outgoing)?;
+        // Best effort now; the rest goes with the next write, read or flush.
+        if let Poll::Ready(Err(e)) = this.poll_flush_out(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(take))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().poll_flush_out(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.opened {
+            this.opened = false;
+            this.session.close(&mut this.incoming, &mut this.outgoing);
+        }
+        ready!(this.poll_flush_out(cx))?;
+        hyper::rt::Write::poll_shutdown(Pin::new(&mut this.io), cx)
+    }
+}
+
+impl<S: Connection> Connection for TlsStream<S> {
+    fn connected(&self) -> Connected {
+        let h2 = self.tls_info().and_then(|i| i.alpn_protocol()) == Some(b"h2");
+        if h2 {
+            Connected::new().negotiated_h2()
+        } else {
+            Connected::new()
+        }
+    }
+}
+
+impl<S: Connection> hyper::rt::Read for MaybeHttps<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeHttps::Http(s) => Pin::new(s).poll_read(cx, buf),
+            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl<S: Connection> hyper::rt::Write for MaybeHttps<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            MaybeHttps::Http(s) => Pin::new(s).poll_write(cx, buf),
+            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            MaybeHttps::Http(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            MaybeHttps::Http(s) => s.is_write_vectored(),
+            MaybeHttps::Https(_) => true,
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeHttps::Http(s) => Pin::new(s).poll_flush(cx),
+            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            MaybeHttps::Http(s) => Pin::new(s).poll_shutdown(cx),
+            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_shutdown(cx),
+        }
+    }
+}
+
+impl<S: Connection> Connection for MaybeHttps<S> {
+    fn connected(&self) -> Connected {
+        match self {
+            MaybeHttps::Http(s) => s.connected(),
+            MaybeHttps::Https(s) => s.connected(),
+        }
+    }
+}

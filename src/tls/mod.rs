@@ -1,0 +1,182 @@
+//! TLS 1.2 and 1.3 on rustls (feature `tls`), in the connection's round.
+//!
+//! [`TlsServer`] puts TLS in front of any [`Handler`]: records are decrypted in the round's
+//! borrowed buffer (rustls's unbuffered API: an idle connection keeps only its session
+//! state), and everything a round sends is sealed at its end into as few records as fit,
+//! leaving in the round's one write. The handler's `on_open` runs once the handshake is
+//! done; [`Conn::tls_info`] then tells what was negotiated. HTTP servers get it through
+//! `fibr::serve(listener, app).with_tls(config)`, and requests carry a [`TlsInfo`]
+//! extension.
+//!
+//! rustls is re-exported ([`rustls`]) so that a config is built with the same version.
+
+mod session;
+#[cfg(test)]
+mod tests;
+
+pub use rustls;
+
+use crate::conn::{Conn, Handler};
+use rustls::pki_types::CertificateDer;
+use rustls::server::UnbufferedServerConnection;
+use rustls::{CipherSuite, CommonState, HandshakeKind, ProtocolVersion, ServerConfig};
+pub(crate) use session::Session;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a handshake may take by default before the connection is closed.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a TLS connection negotiated: an extension on every HTTPS request (axum:
+/// `Extension<TlsInfo>`), and [`Conn::tls_info`] for raw handlers. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct TlsInfo(Arc<Negotiated>);
+
+#[derive(Debug)]
+struct Negotiated {
+    alpn: Option<Vec<u8>>,
+    version: Option<ProtocolVersion>,
+    cipher_suite: Option<CipherSuite>,
+    peer_certificates: Vec<CertificateDer<'static>>,
+    resumed: bool,
+}
+
+impl TlsInfo {
+    fn of(state: &CommonState) -> TlsInfo {
+        TlsInfo(Arc::new(Negotiated {
+            alpn: state.alpn_protocol().map(<[u8]>::to_vec),
+            version: state.protocol_version(),
+            cipher_suite: state.negotiated_cipher_suite().map(|s| s.suite()),
+            peer_certificates: state
+                .peer_certificates()
+                .map(<[_]>::to_vec)
+                .unwrap_or_default(),
+            resumed: state.handshake_kind() == Some(HandshakeKind::Resumed),
+        }))
+    }
+
+    /// The protocol chosen by ALPN (`b"http/1.1"`, `b"h2"`), if any.
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.0.alpn.as_deref()
+    }
+
+    /// TLS 1.2 or 1.3.
+    pub fn protocol_version(&self) -> Option<ProtocolVersion> {
+        self.0.version
+    }
+
+    /// The cipher suite in use.
+    pub fn cipher_suite(&self) -> Option<CipherSuite> {
+        self.0.cipher_suite
+    }
+
+    /// The certificate chain the peer presented (a client certificate on a server), leaf
+    /// first; empty if it sent none.
+    pub fn peer_certificates(&self) -> &[CertificateDer<'static>] {
+        &self.0.peer_certificates
+    }
+
+    /// True if the session was resumed (a ticket or a cached session) rather than made anew.
+    pub fn is_resumed(&self) -> bool {
+        self.0.resumed
+    }
+}
+
+impl Conn {
+    /// What the connection's TLS handshake negotiated (None without TLS, or before the
+    /// handshake is done).
+    pub fn tls_info(&self) -> Option<TlsInfo> {
+        self.inner.layer_info::<TlsInfo>()
+    }
+}
+
+/// A TLS server in front of a [`Handler`]: bind it like any handler
+/// (`Binding::tcp(addr, fibr::tls::TlsServer::new(config, handler))`).
+pub struct TlsServer {
+    config: Arc<ServerConfig>,
+    inner: Arc<dyn Handler>,
+    handshake_timeout: Option<Duration>,
+    answer_plain_http: bool,
+}
+
+impl TlsServer {
+    /// Serves `handler` over TLS with `config` (used as it is: ALPN, resumption and client
+    /// certificates are the config's; early data, 0-RTT, is turned off).
+    pub fn new(config: Arc<ServerConfig>, handler: impl Handler) -> TlsServer {
+        TlsServer::with_arc(config, Arc::new(handler))
+    }
+
+    pub(crate) fn with_arc(config: Arc<ServerConfig>, inner: Arc<dyn Handler>) -> TlsServer {
+        // 0-RTT data can be replayed by an attacker; fibr does not take it.
+        let config = if config.max_early_data_size > 0 {
+            let mut c = Arc::unwrap_or_clone(config);
+            c.max_early_data_size = 0;
+            Arc::new(c)
+        } else {
+            config
+        };
+        TlsServer {
+            config,
+            inner,
+            handshake_timeout: Some(DEFAULT_HANDSHAKE_TIMEOUT),
+            answer_plain_http: false,
+        }
+    }
+
+    /// Closes a connection whose handshake has not finished in `timeout` (None: never).
+    /// Default: [`DEFAULT_HANDSHAKE_TIMEOUT`].
+    #[must_use]
+    pub fn with_handshake_timeout(mut self, timeout: impl Into<Option<Duration>>) -> TlsServer {
+        self.handshake_timeout = timeout.into();
+        self
+    }
+
+    /// Answers a request sent in plain HTTP with `400 Bad Request` before closing, as
+    /// nginx does, instead of a TLS alert the client cannot read (on for HTTP servers).
+    #[must_use]
+    pub fn with_plain_http_answer(mut self, yes: bool) -> TlsServer {
+        self.answer_plain_http = yes;
+        self
+    }
+}
+
+impl Handler for TlsServer {
+    fn on_open(&self, conn: &Conn) {
+        match UnbufferedServerConnection::new(self.config.clone()) {
+            Ok(tls) => {
+                let session = Session::new(tls, Instant::now(), self.handshake_timeout)
+                    .answer_plain_http(self.answer_plain_http);
+                conn.inner
+                    .start_layer(Box::new(session), self.inner.clone());
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not start a TLS session");
+                conn.close();
+            }
+        }
+    }
+
+    fn on_data(&self, _conn: &Conn, _data: &[u8]) {
+        // Never called: `on_open` hands the connection to the layer and the inner handler.
+    }
+}
+
+/// `config` as an HTTP server uses it: ALPN filled in with what fibr serves when the
+/// config names none, and session tickets on when it has no ticketer (resumption without
+/// a server-side cache lookup; the config's session cache still serves TLS 1.2 IDs).
+pub(crate) fn for_http(config: Arc<ServerConfig>) -> Arc<ServerConfig> {
+    if !config.alpn_protocols.is_empty() && config.ticketer.enabled() {
+        return config;
+    }
+    let mut config = Arc::unwrap_or_clone(config);
+    if config.alpn_protocols.is_empty() {
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    }
+    if !config.ticketer.enabled() {
+        match rustls::crypto::ring::Ticketer::new() {
+            Ok(t) => config.ticketer = t,
+            Err(e) => tracing::warn!(error = %e, "TLS session tickets are off: no ticketer"),
+        }
+    }
+    Arc::new(config)
+}

@@ -1,0 +1,686 @@
+//! HTTPS and raw TLS on fibr, against real peers over 127.0.0.1: curl, `openssl s_client`
+//! (TLS 1.2 and 1.3, several cipher suites), Python's `ssl`, hyper's client over
+//! tokio-rustls, and rustls's own client. Certificates are made in the test (rcgen). Bad
+//! input (plain HTTP, garbage, truncated and oversized records, stalled and reset
+//! handshakes) must get an alert or a clean close and leave other connections alone.
+
+#![cfg(feature = "tls")]
+
+mod common;
+
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use common::pki::{provider, Pki};
+use common::{bounded, Client};
+use fibr::http::ServerConfig;
+use fibr::net::TcpListener;
+use fibr::tls::{rustls, TlsInfo, TlsServer};
+use fibr::{Binding, Conn, Engine, Handler};
+use rustls::pki_types::ServerName;
+use rustls::server::{ResolvesServerCertUsingSni, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// What the handler saw of the connection's TLS.
+async fn info(Extension(tls): Extension<TlsInfo>) -> String {
+    format!(
+        "alpn={} version={:?} resumed={} peer_certs={}",
+        tls.alpn_protocol()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default(),
+        tls.protocol_version().unwrap(),
+        tls.is_resumed(),
+        tls.peer_certificates().len(),
+    )
+}
+
+fn app() -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello over tls" }))
+        .route("/info", get(info))
+        .route("/big", get(|| async { vec![b'x'; 8 << 20] }))
+        .route("/echo", post(|body: axum::body::Bytes| async move { body }))
+}
+
+fn start_tls(tls: rustls::ServerConfig, cfg: ServerConfig) -> SocketAddr {
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    drop(fibr::spawn(async move {
+        let serve = fibr::serve(listener, app())
+            .with_tls(Arc::new(tls))
+            .with_config(cfg);
+        if let Err(e) = serve.await {
+            eprintln!("serve failed: {e}");
+        }
+    }));
+    addr
+}
+
+/// A rustls client stream (std sockets) to `addr` for `name`.
+fn connect(
+    addr: SocketAddr,
+    config: &Arc<ClientConfig>,
+    name: &str,
+) -> StreamOwned<ClientConnection, TcpStream> {
+    let tcp = common::connect(addr);
+    let conn = ClientConnection::new(
+        config.clone(),
+        ServerName::try_from(name.to_string()).unwrap(),
+    )
+    .unwrap();
+    StreamOwned::new(conn, tcp)
+}
+
+fn get_over<S: Read + Write>(c: &mut Client<S>, path: &str) -> common::Resp {
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes());
+    c.response()
+}
+
+fn run(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.stdin(Stdio::null()).output().expect("run a peer");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn curl_gets_responses_on_one_kept_alive_connection() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        let url = format!("https://localhost:{}/", addr.port());
+        let (ok, out, err) = run(Command::new("curl")
+            .args(["-sS", "--http1.1", "--cacert"])
+            .arg(&*pki.ca_pem)
+            .args(["--resolve", &format!("localhost:{}:127.0.0.1", addr.port())])
+            .args(["-w", "|%{http_code} %{num_connects} %{http_version}\\n"])
+            .arg(&url)
+            .arg(format!("{url}info")));
+        assert!(ok, "curl failed: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "hello over tls|200 1 1.1", "{out}");
+        // The second request reused the first connection (no new connect).
+        assert!(
+            lines[1]
+                .starts_with("alpn=http/1.1 version=TLSv1_3 resumed=false peer_certs=0|200 0 1.1"),
+            "{out}"
+        );
+    });
+}
+
+#[test]
+fn openssl_s_client_on_tls12_and_tls13_with_several_suites() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        let cases: &[(&str, &str, &str)] = &[
+            ("-tls1_3", "-ciphersuites", "TLS_AES_128_GCM_SHA256"),
+            ("-tls1_3", "-ciphersuites", "TLS_AES_256_GCM_SHA384"),
+            ("-tls1_3", "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"),
+            ("-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"),
+            ("-tls1_2", "-cipher", "ECDHE-ECDSA-AES256-GCM-SHA384"),
+            ("-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305"),
+        ];
+        for (version, flag, suite) in cases {
+            let mut child = Command::new("openssl")
+                .args([
+                    "s_client",
+                    "-brief",
+                    "-connect",
+                    &addr.to_string(),
+                    "-servername",
+                    "localhost",
+                ])
+                .arg("-CAfile")
+                .arg(&*pki.ca_pem)
+                .args([*version, *flag, *suite, "-ign_eof"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("openssl");
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"GET /info HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stdout.starts_with("HTTP/1.1 200 OK\r\n"),
+                "{version} {suite}: {stdout} {stderr}"
+            );
+            let want_version = if *version == "-tls1_3" {
+                "TLSv1_3"
+            } else {
+                "TLSv1_2"
+            };
+            assert!(
+                stdout.contains(&format!("version={want_version}")),
+                "{stdout}"
+            );
+            assert!(stderr.contains("Verification: OK"), "{stderr}");
+            assert!(stderr.contains(suite), "{suite} was negotiated: {stderr}");
+        }
+    });
+}
+
+#[test]
+fn python_ssl_pipelines_and_sees_close_notify() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        // 16 requests in one write; the last asks to close. Python raises SSLEOFError if
+        // the connection ends without close_notify, so a clean EOF proves ours was sent.
+        let script = r#"
+import socket, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[2]))), server_hostname="localhost")
+reqs = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n" * 15 + b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+s.sendall(reqs)
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+print(data.count(b"HTTP/1.1 200 OK"), data.count(b"hello over tls"), s.version())
+"#;
+        let (ok, out, err) = run(Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .arg(&*pki.ca_pem)
+            .arg(addr.port().to_string()));
+        assert!(ok, "python failed: {err}");
+        assert_eq!(out.trim(), "16 16 TLSv1.3");
+    });
+}
+
+#[test]
+fn hyper_client_over_tokio_rustls() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        let mut client = pki.client_config();
+        client.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let tls = connector
+                .connect(ServerName::try_from("localhost").unwrap(), tcp)
+                .await
+                .unwrap();
+            assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+            let (mut send, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                    .await
+                    .unwrap();
+            tokio::spawn(conn);
+            for path in ["/", "/big", "/info"] {
+                let req = http::Request::get(path)
+                    .header("host", "localhost")
+                    .body(http_body_util::Full::new(bytes::Bytes::new()))
+                    .unwrap();
+                let resp = send.send_request(req).await.unwrap();
+                assert_eq!(resp.status(), 200);
+                let body = http_body_util::BodyExt::collect(resp.into_body())
+                    .await
+                    .unwrap()
+                    .to_bytes();
+                match path {
+                    "/" => assert_eq!(&body[..], b"hello over tls"),
+                    "/big" => assert!(body.len() == 8 << 20 && body.iter().all(|b| *b == b'x')),
+                    _ => assert!(body.starts_with(b"alpn=http/1.1"), "{body:?}"),
+                }
+            }
+            let upload = vec![7u8; 1 << 20];
+            let req = http::Request::post("/echo")
+                .header("host", "localhost")
+                .body(http_body_util::Full::new(bytes::Bytes::from(
+                    upload.clone(),
+                )))
+                .unwrap();
+            let resp = send.send_request(req).await.unwrap();
+            let body = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            assert!(
+                body[..] == upload[..],
+                "a 1 MiB upload echoed back (axum's limit is 2 MB)"
+            );
+        });
+    });
+}
+
+#[test]
+fn sni_picks_the_certificate_for_the_name() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let (a, b) = (pki.server(&["a.test"]), pki.server(&["b.test"]));
+        let mut resolver = ResolvesServerCertUsingSni::new();
+        for (name, leaf) in [("a.test", &a), ("b.test", &b)] {
+            let key = provider()
+                .key_provider
+                .load_private_key(leaf.key())
+                .unwrap();
+            resolver
+                .add(name, CertifiedKey::new(leaf.chain.clone(), key))
+                .unwrap();
+        }
+        let config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(resolver));
+        let addr = start_tls(config, ServerConfig::default());
+        let client = Arc::new(pki.client_config());
+        for (name, leaf) in [("a.test", &a), ("b.test", &b), ("a.test", &a)] {
+            let mut c = Client::over(connect(addr, &client, name));
+            let resp = get_over(&mut c, "/");
+            assert_eq!(resp.status, 200);
+            let certs = c.s.conn.peer_certificates().unwrap();
+            assert_eq!(certs[0], leaf.chain[0], "{name} got its own certificate");
+        }
+        // A name the server has no certificate for: the handshake fails.
+        let mut s = connect(addr, &client, "c.test");
+        assert!(s
+            .write_all(b"GET / HTTP/1.1\r\nHost: c\r\n\r\n")
+            .and_then(|_| s.flush())
+            .is_err());
+    });
+}
+
+#[test]
+fn a_client_certificate_is_required_seen_and_refused_without() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let verifier =
+            WebPkiClientVerifier::builder_with_provider(Arc::new(pki.roots()), provider())
+                .build()
+                .unwrap();
+        let config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(leaf.chain.clone(), leaf.key())
+            .unwrap();
+        let addr = start_tls(config, ServerConfig::default());
+
+        let me = pki.client("alice");
+        let with_cert = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(pki.roots())
+            .with_client_auth_cert(me.chain.clone(), me.key())
+            .unwrap();
+        let mut c = Client::over(connect(addr, &Arc::new(with_cert), "localhost"));
+        let resp = get_over(&mut c, "/info");
+        assert_eq!(resp.status, 200);
+        assert!(
+            resp.text().ends_with("peer_certs=2"),
+            "the handler sees the chain: {}",
+            resp.text()
+        );
+
+        // openssl with the certificate, too.
+        let (ok, out, err) = run(Command::new("curl")
+            .args(["-sS", "--cacert"])
+            .arg(&*pki.ca_pem)
+            .arg("--cert")
+            .arg(&*me.cert_pem)
+            .arg("--key")
+            .arg(&*me.key_pem)
+            .args(["--resolve", &format!("localhost:{}:127.0.0.1", addr.port())])
+            .arg(format!("https://localhost:{}/info", addr.port())));
+        assert!(
+            ok && out.ends_with("peer_certs=2"),
+            "curl with a client cert: {out} {err}"
+        );
+
+        // Without one: refused (TLS 1.3 sends the alert after the client's Finished).
+        let mut s = connect(addr, &Arc::new(pki.client_config()), "localhost");
+        let _ = s.write_all(b"GET /info HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        let mut buf = Vec::new();
+        let err = s.read_to_end(&mut buf).unwrap_err();
+        assert!(buf.is_empty(), "no response without a certificate");
+        assert!(err.to_string().contains("CertificateRequired"), "{err}");
+    });
+}
+
+#[test]
+fn a_second_connection_resumes_on_tls13_and_tls12() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+            let client = Arc::new(
+                ClientConfig::builder_with_provider(provider())
+                    .with_protocol_versions(&[version])
+                    .unwrap()
+                    .with_root_certificates(pki.roots())
+                    .with_no_client_auth(),
+            );
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let mut c = Client::over(connect(addr, &client, "localhost"));
+                let resp = get_over(&mut c, "/info");
+                seen.push(resp.text());
+                assert_eq!(
+                    c.s.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+                    seen.len() == 2
+                );
+            }
+            assert!(seen[0].contains("resumed=false"), "{seen:?}");
+            assert!(seen[1].contains("resumed=true"), "{version:?}: {seen:?}");
+        }
+    });
+}
+
+#[test]
+fn plain_http_on_the_tls_port_gets_a_400() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        let mut c = Client::connect(addr);
+        let resp = c.get("/");
+        assert_eq!(resp.status, 400);
+        assert!(resp.closes());
+        assert!(resp
+            .text()
+            .contains("plain HTTP request was sent to an HTTPS port"));
+        c.expect_closed(Duration::from_secs(2));
+        // curl agrees.
+        let (_, out, _) = run(Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .arg(format!("http://127.0.0.1:{}/", addr.port())));
+        assert_eq!(out, "400");
+    });
+}
+
+/// Reads until EOF (or an error such as a reset); what arrived first.
+fn until_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let start = Instant::now();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if common::is_timeout(&e) => {
+                panic!("not closed within {within:?} (after {:?})", start.elapsed())
+            }
+            Err(_) => return got,
+        }
+    }
+}
+
+#[test]
+fn bad_handshakes_get_an_alert_or_a_close_and_disturb_no_one() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        // On an engine of its own, whose connection count is this test's alone.
+        let tls = TlsServer::new(
+            Arc::new(pki.server_config(&leaf)),
+            fibr::http::Server::new(app()),
+        )
+        .with_handshake_timeout(Duration::from_millis(400));
+        let engine =
+            Engine::new(fibr::Config::default(), [Binding::tcp("127.0.0.1:0", tls)]).unwrap();
+        let addr = engine.binding_addrs(0)[0];
+        let client = Arc::new(pki.client_config());
+        // A good connection that stays up through everything below.
+        let mut good = Client::over(connect(addr, &client, "localhost"));
+        assert_eq!(get_over(&mut good, "/").status, 200);
+
+        // Garbage in a handshake record and a record longer than TLS allows get an alert
+        // record (content type 21), then the close; a handshake message claiming 6 MB is
+        // refused by rustls with a plain close. None waits for the handshake timeout.
+        let junk: [(&[u8], bool); 3] = [
+            (b"\x16\x03\x01\x00\x05\x01\x00\x00\x01\xff", true),
+            (b"\x16\x03\x01\xff\xff\x01\x00", true),
+            (b"\x16\x03\x01\x00\x05hello", false),
+        ];
+        for (bytes, alert) in junk {
+            let mut s = common::connect(addr);
+            s.write_all(bytes).unwrap();
+            let start = Instant::now();
+            let got = until_closed(&mut s, Duration::from_secs(2));
+            assert!(
+                start.elapsed() < Duration::from_millis(300),
+                "{bytes:?} closed at once"
+            );
+            if alert {
+                assert_eq!(got.first(), Some(&21), "an alert for {bytes:?}: {got:?}");
+            } else {
+                assert!(got.is_empty(), "{got:?}");
+            }
+            assert_eq!(get_over(&mut good, "/").status, 200);
+        }
+
+        // A ClientHello cut short, then EOF: closed without an answer.
+        let hello = client_hello(&client);
+        let mut s = common::connect(addr);
+        s.write_all(&hello[..hello.len() / 2]).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(until_closed(&mut s, Duration::from_secs(2)).is_empty());
+
+        // A handshake that stalls (nothing, or half a ClientHello) is closed at the timeout.
+        for sent in [&[][..], &hello[..10]] {
+            let mut s = common::connect(addr);
+            s.write_all(sent).unwrap();
+            let start = Instant::now();
+            until_closed(&mut s, Duration::from_secs(3));
+            let took = start.elapsed();
+            assert!(
+                took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+                "{sent:?}: {took:?}"
+            );
+        }
+
+        // A peer that resets mid-handshake.
+        for _ in 0..20 {
+            let s = common::connect(addr);
+            (&s).write_all(&hello[..hello.len() - 3]).unwrap();
+            socket2::SockRef::from(&s)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+            drop(s);
+        }
+        assert_eq!(get_over(&mut good, "/").status, 200);
+        // Nothing leaked: every bad connection is gone, the good one is still there.
+        let settled = common::wait_until(Duration::from_secs(3), || engine.connections() == 1);
+        assert!(settled, "{} connections left", engine.connections());
+        assert_eq!(get_over(&mut good, "/").status, 200);
+        engine.shutdown(Duration::from_secs(1));
+    });
+}
+
+/// The first flight of a real client: a ClientHello record.
+fn client_hello(config: &Arc<ClientConfig>) -> Vec<u8> {
+    let mut conn =
+        ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap()).unwrap();
+    let mut out = Vec::new();
+    conn.write_tls(&mut out).unwrap();
+    assert_eq!(out[0], 0x16);
+    out
+}
+
+/// A raw handler behind TLS: greets with what was negotiated, then echoes.
+struct Greeter;
+
+impl Handler for Greeter {
+    fn on_open(&self, conn: &Conn) {
+        let info = conn.tls_info().expect("on_open runs after the handshake");
+        let _ = conn.send(format!("hi {:?}\n", info.protocol_version().unwrap()).as_bytes());
+    }
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        let _ = conn.send(data);
+    }
+}
+
+#[test]
+fn a_raw_engine_binding_serves_tls() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let config = Arc::new(pki.server_config(&leaf));
+        let engine = Engine::new(
+            fibr::Config::default(),
+            [Binding::tcp("127.0.0.1:0", TlsServer::new(config, Greeter))],
+        )
+        .unwrap();
+        let addr = engine.binding_addrs(0)[0];
+        let client = Arc::new(pki.client_config());
+        let mut s = connect(addr, &client, "localhost");
+        let mut greeting = [0u8; 11];
+        s.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting, b"hi TLSv1_3\n");
+        // 1 MiB echoed back, in pieces of every size.
+        let data: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 253) as u8).collect();
+        let mut at = 0;
+        for size in (1..).map(|i| (i * 7919) % 65_536 + 1) {
+            if at == data.len() {
+                break;
+            }
+            let piece = &data[at..(at + size).min(data.len())];
+            s.write_all(piece).unwrap();
+            let mut back = vec![0u8; piece.len()];
+            s.read_exact(&mut back).unwrap();
+            assert!(back == piece, "the echo matches at {at}");
+            at += piece.len();
+        }
+        engine.shutdown(Duration::from_secs(1));
+    });
+}
+
+/// axum on hyper over tokio-rustls (how axum-server serves HTTPS), on a tokio runtime of
+/// its own: a peer for fibr's client.
+fn start_axum_tls(config: rustls::ServerConfig) -> (SocketAddr, tokio::runtime::Runtime) {
+    use tower::ServiceExt;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    rt.spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let svc =
+                    hyper::service::service_fn(|req: http::Request<hyper::body::Incoming>| {
+                        app().oneshot(req.map(axum::body::Body::new))
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, rt)
+}
+
+#[test]
+fn fibr_client_over_https_to_fibr_and_to_axum_on_tokio_rustls() {
+    use http_body_util::BodyExt;
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let fibr_addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        let (axum_addr, _rt) = start_axum_tls(pki.server_config(&leaf));
+        let client = fibr::client::Client::builder()
+            .tls_config(Arc::new(pki.client_config()))
+            .build_https();
+        fibr::run(async move {
+            for (n, addr) in [fibr_addr, axum_addr].into_iter().enumerate() {
+                for _ in 0..3 {
+                    let uri: http::Uri = format!("https://localhost:{}/", addr.port())
+                        .parse()
+                        .unwrap();
+                    let resp = client.get(uri).await.expect("GET over https");
+                    assert_eq!(resp.status(), 200);
+                    let body = resp.into_body().collect().await.unwrap().to_bytes();
+                    assert_eq!(&body[..], b"hello over tls");
+                }
+                assert_eq!(
+                    client.idle_connections(),
+                    n + 1,
+                    "one kept-alive connection per server"
+                );
+                let uri: http::Uri = format!("https://localhost:{}/big", addr.port())
+                    .parse()
+                    .unwrap();
+                let body = client
+                    .get(uri)
+                    .await
+                    .unwrap()
+                    .into_body()
+                    .collect()
+                    .await
+                    .unwrap()
+                    .to_bytes();
+                assert!(body.len() == 8 << 20 && body.iter().all(|b| *b == b'x'));
+                let upload = bytes::Bytes::from(vec![9u8; 1 << 20]);
+                let req = http::Request::post(format!("https://localhost:{}/echo", addr.port()))
+                    .body(http_body_util::Full::new(upload.clone()))
+                    .unwrap();
+                let body = client
+                    .request(req)
+                    .await
+                    .unwrap()
+                    .into_body()
+                    .collect()
+                    .await
+                    .unwrap()
+                    .to_bytes();
+                assert!(body == upload, "1 MiB echoed");
+            }
+            // The default roots (webpki's) do not include the test CA: refused.
+            let err = fibr::client::Client::builder()
+                .build_https()
+                .get(
+                    format!("https://localhost:{}/", fibr_addr.port())
+                        .parse::<http::Uri>()
+                        .unwrap(),
+                )
+                .await
+                .expect_err("the test CA is not among the webpki roots");
+            assert!(err.to_string().contains("certificate"), "{err}");
+        });
+    });
+}
