@@ -10,6 +10,8 @@
 //!
 //! rustls is re-exported ([`rustls`]) so that a config is built with the same version.
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod session;
 #[cfg(test)]
 mod tests;
