@@ -38,6 +38,9 @@ use std::time::Duration;
 use tower_http::compression::CompressionLayer;
 use tower_http::services::ServeDir;
 
+mod tls;
+pub use tls::{tls, ClientStream, Connector, Tls};
+
 /// Size of `GET /big`'s body: 4 MiB.
 pub const BIG_LEN: usize = 4 * 1024 * 1024;
 /// Size of each chunk `GET /big` yields: 64 KiB.
@@ -244,6 +247,10 @@ pub async fn start_axum(app: Router) -> SocketAddr {
         .await
         .expect("bind a tokio listener");
     let addr = listener.local_addr().expect("local_addr");
+    if let Some(tls) = tls() {
+        tls::serve_axum_tls(listener, tls, move |_| app.clone());
+        return addr;
+    }
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             eprintln!("axum::serve failed: {e}");
@@ -258,6 +265,12 @@ pub async fn start_axum_with_connect_info(app: Router) -> SocketAddr {
         .await
         .expect("bind a tokio listener");
     let addr = listener.local_addr().expect("local_addr");
+    if let Some(tls) = tls() {
+        tls::serve_axum_tls(listener, tls, move |peer| {
+            app.clone().layer(axum::Extension(ConnectInfo(peer)))
+        });
+        return addr;
+    }
     tokio::spawn(async move {
         let make = app.into_make_service_with_connect_info::<SocketAddr>();
         if let Err(e) = axum::serve(listener, make).await {
@@ -294,7 +307,12 @@ where
             let listener = fibr::net::TcpListener::bind("127.0.0.1:0").await?;
             let addr = listener.local_addr()?;
             fibr::spawn(async move {
-                if let Err(e) = fibr::serve(listener, app).await {
+                let serve = fibr::serve(listener, app);
+                let serve = match tls() {
+                    Some(tls) => serve.with_tls(tls.server.clone()),
+                    None => serve,
+                };
+                if let Err(e) = serve.await {
                     eprintln!("fibr::serve failed: {e}");
                 }
             });

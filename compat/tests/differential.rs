@@ -9,6 +9,9 @@
 //! asks more than hyper does, fibr is held to the RFC and hyper's behavior is recorded in a
 //! comment instead of compared.
 //!
+//! With `FIBR_COMPAT_TLS=1` the whole suite runs over TLS: fibr with `serve(..).with_tls`,
+//! axum on hyper-util over tokio-rustls, and every client speaking TLS (`src/tls.rs`).
+//!
 //! Every socket read and write has a timeout, curl runs with `--max-time`, and hyper
 //! requests run under `tokio::time::timeout`, so a stalled server fails a test instead of
 //! hanging it.
@@ -18,11 +21,10 @@ use fibr_compat as compat;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -180,7 +182,7 @@ fn assert_same(case: &str, fibr: &Resp, axum: &Resp, ignore: &[&str]) {
 
 /// A raw connection: exact bytes out, a small HTTP/1.1 response reader in.
 struct Raw {
-    s: TcpStream,
+    s: compat::ClientStream,
     buf: Vec<u8>,
 }
 
@@ -197,10 +199,7 @@ enum Closed {
 
 impl Raw {
     fn connect(addr: SocketAddr) -> Raw {
-        let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).expect("connect");
-        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        s.set_nodelay(true).unwrap();
+        let s = compat::ClientStream::connect(addr, IO_TIMEOUT);
         Raw { s, buf: Vec::new() }
     }
 
@@ -402,7 +401,11 @@ fn curl(addr: SocketAddr, path: &str, args: &[&str], stdin: Option<&[u8]>) -> Re
     let mut cmd = Command::new("curl");
     cmd.args(["-sS", "--max-time", "5", "-D", "/dev/stderr", "-o", "-"])
         .args(args)
-        .arg(format!("http://{addr}{path}"))
+        .args(match compat::tls() {
+            Some(tls) => vec!["--cacert".into(), tls.ca_pem.display().to_string()],
+            None => vec![],
+        })
+        .arg(format!("{}://{addr}{path}", scheme()))
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -463,11 +466,21 @@ fn curl(addr: SocketAddr, path: &str, args: &[&str], stdin: Option<&[u8]>) -> Re
 // Client 3: hyper-util's legacy Client
 // ---------------------------------------------------------------------------------------
 
-fn client() -> &'static Client<HttpConnector, ReqBody> {
-    static CLIENT: OnceLock<Client<HttpConnector, ReqBody>> = OnceLock::new();
+/// `https` on a TLS run (`FIBR_COMPAT_TLS=1`), else `http`.
+fn scheme() -> &'static str {
+    if compat::tls().is_some() {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+fn client() -> &'static Client<compat::Connector, ReqBody> {
+    static CLIENT: OnceLock<Client<compat::Connector, ReqBody>> = OnceLock::new();
     CLIENT.get_or_init(|| {
         let _g = rt().enter();
-        Client::builder(TokioExecutor::new()).build_http()
+        // The connector speaks TLS on a TLS run (the URIs stay http://).
+        Client::builder(TokioExecutor::new()).build(compat::Connector)
     })
 }
 
@@ -1474,6 +1487,6 @@ fn trailers_without_te() {
     // Half-closing the write side after the request still gets the whole response.
     let mut c = Raw::connect(s.fibr);
     c.send(&req("GET", "/trailers", &[("te", "trailers")], b""));
-    c.s.shutdown(Shutdown::Write).unwrap();
+    c.s.shutdown_write().unwrap();
     assert_eq!(c.read_response("GET").text(), "hello world");
 }
