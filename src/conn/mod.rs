@@ -125,7 +125,9 @@ pub(crate) struct ConnInner {
     io: Mutex<Io>,
     peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
-    context: Mutex<Option<Box<dyn Any + Send + Sync>>>,
+    /// The handler's per-connection state. Only `Send` is asked of it: the mutex gives
+    /// the exclusive access (callbacks are serialized anyway, so it is never contended).
+    context: Mutex<Option<Box<dyn Any + Send>>>,
     udp: Option<Box<udp::PeerLink>>,
 }
 
@@ -227,7 +229,7 @@ impl ConnInner {
 
     /// The user data slot. A panic in a callback that held it (caught, closing the
     /// connection) leaves the slot usable: the data is dropped on close either way.
-    fn context(&self) -> std::sync::MutexGuard<'_, Option<Box<dyn Any + Send + Sync>>> {
+    fn context(&self) -> std::sync::MutexGuard<'_, Option<Box<dyn Any + Send>>> {
         self.context.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -963,19 +965,19 @@ impl Conn {
     }
 
     /// Stores per-connection user data, replacing what was there.
-    pub fn set_context<T: Any + Send + Sync>(&self, value: T) {
+    pub fn set_context<T: Any + Send>(&self, value: T) {
         *self.inner.context() = Some(Box::new(value));
     }
 
     /// Runs `f` on the per-connection user data of type `T` (None if absent or of
     /// another type).
-    pub fn with_context<T: Any + Send + Sync, R>(&self, f: impl FnOnce(Option<&mut T>) -> R) -> R {
+    pub fn with_context<T: Any + Send, R>(&self, f: impl FnOnce(Option<&mut T>) -> R) -> R {
         let mut ctx = self.inner.context();
         f(ctx.as_mut().and_then(|b| b.downcast_mut::<T>()))
     }
 
     /// Removes and returns the user data if it is a `T`.
-    pub fn take_context<T: Any + Send + Sync>(&self) -> Option<T> {
+    pub fn take_context<T: Any + Send>(&self) -> Option<T> {
         let mut ctx = self.inner.context();
         match ctx.take()?.downcast::<T>() {
             Ok(b) => Some(*b),

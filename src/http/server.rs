@@ -301,7 +301,7 @@ where
             timer: None,
             tls: ConnTls::of(conn),
         };
-        conn.set_context(Mutex::new(state));
+        conn.set_context(state);
         with_state::<S, B, _>(conn, |st| {
             with_round_output(|out| st.drive(conn, &shared.config, out))
         });
@@ -329,7 +329,7 @@ where
     }
 
     fn on_close(&self, conn: &Conn, _err: Option<io::Error>) {
-        if conn.take_context::<Mutex<ConnState<S, B>>>().is_some() {
+        if conn.take_context::<ConnState<S, B>>().is_some() {
             self.shared.forget(conn);
         }
     }
@@ -362,8 +362,7 @@ where
         });
         #[cfg(feature = "hyper")]
         if let Some(Some(prefix)) = upgrade {
-            if let Some(st) = conn.take_context::<Mutex<ConnState<S, B>>>() {
-                let st = st.into_inner().unwrap_or_else(|e| e.into_inner());
+            if let Some(st) = conn.take_context::<ConnState<S, B>>() {
                 self.shared.forget(conn);
                 super::upgrade::hand_off(conn, prefix, st.svc);
             }
@@ -380,9 +379,7 @@ where
     S::Future: Send + 'static,
     B: Send + 'static,
 {
-    conn.with_context::<Mutex<ConnState<S, B>>, _>(|st| {
-        st.map(|st| f(st.get_mut().unwrap_or_else(|e| e.into_inner())))
-    })
+    conn.with_context::<ConnState<S, B>, _>(|st| st.map(f))
 }
 
 /// The service side of the machine's [`Dispatch`], for one callback.
