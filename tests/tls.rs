@@ -715,3 +715,38 @@ fn the_client_refuses_h2_picked_by_alpn_and_fills_in_http11() {
         });
     });
 }
+
+#[test]
+fn file_bodies_are_sealed_from_the_file_as_the_peer_takes_them() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let data: Vec<u8> = (0..3 * 1024 * 1024 + 17)
+            .map(|i: usize| (i * 7 % 251) as u8)
+            .collect();
+        let path = common::TempPath::new("tls-file-body", "bin");
+        std::fs::write(&path, &data).unwrap();
+        let file_path = path.to_path_buf();
+        let svc = tower::service_fn(move |req: http::Request<fibr::body::Incoming>| {
+            let file = std::fs::File::open(&file_path).unwrap();
+            let body = match req.uri().path() {
+                "/range" => fibr::http::FileBody::range(file, 1000, 50_000),
+                _ => fibr::http::FileBody::new(file).unwrap(),
+            };
+            async move { Ok::<_, std::convert::Infallible>(http::Response::new(body)) }
+        });
+        let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tls = Arc::new(pki.server_config(&leaf));
+        drop(fibr::spawn(async move {
+            let _ = fibr::serve(listener, svc).with_tls(tls).await;
+        }));
+        // Pipelined: the file, a range of it, the file again (sendfile cannot serve TLS:
+        // the driver's file goes through the layer, read and sealed piece by piece).
+        let mut c = Client::over(connect(addr, &Arc::new(pki.client_config()), "localhost"));
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /range HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(c.response().body == data, "whole file differs");
+        assert!(c.response().body == data[1000..51_000], "range differs");
+        assert!(c.response().body == data, "second whole file differs");
+    });
+}
