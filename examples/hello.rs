@@ -95,7 +95,9 @@ fn tls_from_env() -> std::io::Result<Option<TlsConfig>> {
             .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
             .map_err(|e| bad("TLS_CERT", &e))?;
         let key = PrivateKeyDer::from_pem_file(&key).map_err(|e| bad("TLS_KEY", &e))?;
-        let config = rustls::ServerConfig::builder()
+        let config = rustls::ServerConfig::builder_with_provider(fibr::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad("TLS versions", &e))?
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .map_err(|e| bad("TLS_CERT/TLS_KEY", &e))?;

@@ -750,3 +750,29 @@ fn file_bodies_are_sealed_from_the_file_as_the_peer_takes_them() {
         assert!(c.response().body == data, "second whole file differs");
     });
 }
+
+#[test]
+fn fibrs_own_provider_serves_and_connects() {
+    // ring, or aws-lc-rs with feature tls-aws-lc (the --all-features build runs this on it).
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let config = rustls::ServerConfig::builder_with_provider(fibr::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(leaf.chain.clone(), leaf.key())
+            .unwrap();
+        let addr = start_tls(config, ServerConfig::default());
+        let client = rustls::ClientConfig::builder_with_provider(fibr::tls::crypto_provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(pki.roots())
+            .with_no_client_auth();
+        for _ in 0..2 {
+            let mut c = Client::over(connect(addr, &Arc::new(client.clone()), "localhost"));
+            let resp = get_over(&mut c, "/info");
+            assert_eq!(resp.status, 200);
+        }
+    });
+}

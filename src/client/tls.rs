@@ -71,7 +71,8 @@ impl<C> std::fmt::Debug for HttpsConnector<C> {
     }
 }
 
-/// The webpki roots on the ring provider, TLS 1.2 and 1.3, made once.
+/// The webpki roots on fibr's provider (`crate::tls::crypto_provider`), TLS 1.2 and 1.3,
+/// made once.
 fn default_config() -> Arc<ClientConfig> {
     static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
     CONFIG
@@ -79,13 +80,11 @@ fn default_config() -> Arc<ClientConfig> {
             let roots = rustls::RootCertStore {
                 roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
             };
-            let config = ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports TLS 1.2 and 1.3")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            let config = ClientConfig::builder_with_provider(crate::tls::crypto_provider())
+                .with_safe_default_protocol_versions()
+                .expect("the provider supports TLS 1.2 and 1.3")
+                .with_root_certificates(roots)
+                .with_no_client_auth();
             Arc::new(config)
         })
         .clone()

@@ -26,6 +26,24 @@ pub(crate) use session::Session;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The crypto provider fibr uses for what it builds itself (the client's default config,
+/// session tickets): ring, or aws-lc-rs with feature `tls-aws-lc`. Build server configs
+/// with `ServerConfig::builder_with_provider(fibr::tls::crypto_provider())` to use the same.
+pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    #[cfg(feature = "tls-aws-lc")]
+    return Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    #[cfg(not(feature = "tls-aws-lc"))]
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Session tickets with the provider of [`crypto_provider`].
+fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>, rustls::Error> {
+    #[cfg(feature = "tls-aws-lc")]
+    return rustls::crypto::aws_lc_rs::Ticketer::new();
+    #[cfg(not(feature = "tls-aws-lc"))]
+    rustls::crypto::ring::Ticketer::new()
+}
+
 /// How long a handshake may take by default before the connection is closed.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -165,7 +183,8 @@ impl Handler for TlsServer {
 
 /// `config` as an HTTP server uses it: ALPN filled in with what fibr serves when the
 /// config names none, and session tickets on when it has no ticketer (resumption without
-/// a server-side cache lookup; the config's session cache still serves TLS 1.2 IDs).
+/// a server-side cache lookup; the config's session cache still serves TLS 1.2 IDs),
+/// from [`crypto_provider`].
 pub(crate) fn for_http(config: Arc<ServerConfig>) -> Arc<ServerConfig> {
     if !config.alpn_protocols.is_empty() && config.ticketer.enabled() {
         return config;
@@ -175,7 +194,7 @@ pub(crate) fn for_http(config: Arc<ServerConfig>) -> Arc<ServerConfig> {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
     }
     if !config.ticketer.enabled() {
-        match rustls::crypto::ring::Ticketer::new() {
+        match ticketer() {
             Ok(t) => config.ticketer = t,
             Err(e) => tracing::warn!(error = %e, "TLS session tickets are off: no ticketer"),
         }

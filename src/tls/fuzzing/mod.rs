@@ -20,14 +20,12 @@ fn config() -> Arc<ServerConfig> {
         .get_or_init(|| {
             let cert = CertificateDer::from_pem_slice(CERT).expect("the fuzz certificate");
             let key = PrivateKeyDer::from_pem_slice(KEY).expect("the fuzz key");
-            let config = ServerConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .expect("ring does TLS 1.2 and 1.3")
-            .with_no_client_auth()
-            .with_single_cert(vec![cert], key)
-            .expect("the fuzz pair");
+            let config = ServerConfig::builder_with_provider(super::crypto_provider())
+                .with_safe_default_protocol_versions()
+                .expect("the provider does TLS 1.2 and 1.3")
+                .with_no_client_auth()
+                .with_single_cert(vec![cert], key)
+                .expect("the fuzz pair");
             Arc::new(config)
         })
         .clone()
