@@ -5,7 +5,9 @@
 //! cargo bench --bench compare                      # 5 s phases, 3 runs, 10,000 idle connections
 //! cargo bench --bench compare -- --quick           # 1 s phases, 1 run, 1,000 idle connections
 //! cargo bench --bench compare -- --only pipelined  # one scenario (or a list: a,b): plain echo
-//!                                                  # pipelined churn idle websocket client executor
+//!                                                  # pipelined churn idle websocket tls-plain
+//!                                                  # tls-pipelined tls-churn tls-idle client
+//!                                                  # executor
 //! cargo bench --bench compare -- --servers fibr,axum,floor   # a subset of the servers
 //! cargo bench --bench compare -- --update-readme   # then rewrite README.md's section
 //! cargo bench --bench compare -- --from-json --update-readme # report the last results again
@@ -30,6 +32,19 @@
 //! same axum echo handler (`GET /ws`, axum's own `WebSocketUpgrade`), and actix-web with
 //! `actix-ws`.
 //!
+//! The HTTPS scenarios (issue 12) run on the servers with TLS of their own, started with
+//! `BENCH_TLS_CERT` and `BENCH_TLS_KEY` naming PEM files this bench writes once per run
+//! (`compare/tls.rs`: rcgen makes a CA and an ECDSA P-256 certificate it signs for
+//! `127.0.0.1`). All three are on rustls 0.23 with the ring provider and the same
+//! `ServerConfig` (TLS 1.2 and 1.3, ALPN `http/1.1`, stateless session tickets):
+//!
+//! - **fibr**: `bench_server fibr`, `fibr::serve(listener, app).with_tls(config)`;
+//! - **axum** (the axum::serve column, and the ratios' base as everywhere):
+//!   `bench_server axum`, the same `Router` as axum-server serves rustls: an accept loop,
+//!   tokio-rustls's `TlsAcceptor`, hyper-util's `auto` connection builder (`axum::serve`'s);
+//! - **actix-web**: `benches/peers` `actix`, actix-web's `rustls-0_23` feature
+//!   (`bind_rustls_0_23`).
+//!
 //! `BENCH_WORKERS` defaults to 1: the same worker count for all. Each server runs pinned to
 //! the first CPU this process may use (`taskset -c`); the load generator, and this process,
 //! to the second.
@@ -51,6 +66,23 @@
 //!   and waiting for its echo before the next (a load generator of this bench's own,
 //!   `compare/ws.rs`: one thread, epoll; no external tool speaks WebSocket); messages/s and
 //!   server CPU per message;
+//! - **tls-plain**: `wrk -t1 -c100 --latency https://…/` (wrk speaks TLS through OpenSSL:
+//!   TLS 1.3, its 100 handshakes at the start, then keep-alive);
+//! - **tls-pipelined**: `h2load --h1 -c100 -m16 -D https://…/` (ALPN `http/1.1`, 16
+//!   requests in flight per connection);
+//! - **tls-churn**: `ab -c50 -t -f TLS1.3 https://…/` without `-k`: a new TCP connection
+//!   and a full TLS 1.3 handshake per request (ab keeps no session to resume; checked with
+//!   `ActiveOpens` as in churn). ab rather than h2load: h2load has no mode that reconnects
+//!   per request for a time (`-n N -c N` opens all N connections at once, bounded by a
+//!   count; `-r`/`-C` paces connections at a set rate instead of saturating the server),
+//!   while ab's 50 connections, each replaced as soon as it is answered, are a steady churn
+//!   bounded by time, the same load as churn with the handshake added. ab's client side of
+//!   the handshake costs about what the server's does, so ab is the bottleneck here:
+//!   server CPU per request is the figure;
+//! - **tls-idle**: idle with TLS: 10,000 connections opened by this process with rustls's
+//!   client, each a full handshake (TLS 1.3) and one GET / with its response read; then the
+//!   bench keeps only each socket (no client session state), and the server's RSS per
+//!   connection above the empty server is taken as in idle;
 //! - **client**: `benches/client.rs` as it is (`cargo bench --bench client --features
 //!   client -- --json FILE`): fibr::client against hyper-util's legacy client on tokio
 //!   (multi-thread and current-thread runtimes), hyper's own client connection on
@@ -79,9 +111,10 @@
 //! `<!-- compare:begin -->` and `<!-- compare:end -->`.
 //!
 //! The bench builds what it runs (`cargo build --release --example bench_server --features
-//! axum,tokio`, `cargo build --release -p fibr-bench-peers`, and `cargo bench --no-run` of
-//! the client and executor benches) unless given `--no-build`. It needs `wrk`,
-//! `h2load` (apt package nghttp2-client), `ab` (apache2-utils) and `taskset` (util-linux).
+//! axum,tokio,tls`, `cargo build --release -p fibr-bench-peers`, and `cargo bench --no-run`
+//! of the client and executor benches) unless given `--no-build`. It needs `wrk`,
+//! `h2load` (apt package nghttp2-client), `ab` (apache2-utils) and `taskset` (util-linux),
+//! the first three built with TLS (Debian's are).
 //! Servers are killed on every path, and die with this process.
 
 #[path = "support/skip.rs"]
@@ -101,6 +134,8 @@ mod micro;
 mod proc;
 #[path = "compare/report.rs"]
 mod report;
+#[path = "compare/tls.rs"]
+mod tls;
 #[path = "compare/ws.rs"]
 mod ws;
 
@@ -148,21 +183,53 @@ pub enum Scenario {
     Churn,
     Idle,
     Websocket,
+    TlsPlain,
+    TlsPipelined,
+    TlsChurn,
+    TlsIdle,
     Client,
     Executor,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 12] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
         Scenario::Churn,
         Scenario::Idle,
         Scenario::Websocket,
+        Scenario::TlsPlain,
+        Scenario::TlsPipelined,
+        Scenario::TlsChurn,
+        Scenario::TlsIdle,
         Scenario::Client,
         Scenario::Executor,
     ];
+
+    /// Over HTTPS.
+    pub fn tls(self) -> bool {
+        matches!(
+            self,
+            Scenario::TlsPlain | Scenario::TlsPipelined | Scenario::TlsChurn | Scenario::TlsIdle
+        )
+    }
+
+    /// The plain-text scenario whose load a TLS one runs over https (itself otherwise).
+    pub fn plain(self) -> Scenario {
+        match self {
+            Scenario::TlsPlain => Scenario::Plain,
+            Scenario::TlsPipelined => Scenario::Pipelined,
+            Scenario::TlsChurn => Scenario::Churn,
+            Scenario::TlsIdle => Scenario::Idle,
+            sc => sc,
+        }
+    }
+
+    /// Idle connections' memory rather than a load.
+    pub fn idle(self) -> bool {
+        self.plain() == Scenario::Idle
+    }
 
     /// Measured on the servers (the others run a bench of their own).
     pub fn on_servers(self) -> bool {
@@ -178,6 +245,10 @@ impl Scenario {
             Scenario::Churn => "churn",
             Scenario::Idle => "idle",
             Scenario::Websocket => "websocket",
+            Scenario::TlsPlain => "tls-plain",
+            Scenario::TlsPipelined => "tls-pipelined",
+            Scenario::TlsChurn => "tls-churn",
+            Scenario::TlsIdle => "tls-idle",
             Scenario::Client => "client",
             Scenario::Executor => "executor",
         }
@@ -203,6 +274,10 @@ impl Scenario {
             Scenario::Churn => "connection churn",
             Scenario::Idle => "idle keep-alive",
             Scenario::Websocket => "WebSocket echo 64 B",
+            Scenario::TlsPlain => "HTTPS keep-alive GET /",
+            Scenario::TlsPipelined => "HTTPS pipelined GET / ×16",
+            Scenario::TlsChurn => "HTTPS handshake churn",
+            Scenario::TlsIdle => "idle TLS keep-alive",
             Scenario::Client => "HTTP client",
             Scenario::Executor => "executor",
         }
@@ -221,6 +296,13 @@ impl Scenario {
                 "{} connections × {} B text echo, -d{secs}s",
                 ws::CONNS,
                 ws::PAYLOAD
+            ),
+            Scenario::TlsPlain => format!("wrk -t1 -c100 -d{secs}s --latency https://"),
+            Scenario::TlsPipelined => format!("h2load --h1 -c100 -m16 -D{secs} https://"),
+            Scenario::TlsChurn => format!("ab -c50 -t{secs} -f TLS1.3 https:// (no -k)"),
+            Scenario::TlsIdle => format!(
+                "{} TLS connections, one GET each (rustls client)",
+                set.idle_conns
             ),
             Scenario::Client => micro::CLIENT.command(set.runs == QUICK.runs),
             Scenario::Executor => micro::EXECUTOR.command(set.runs == QUICK.runs),
@@ -244,12 +326,14 @@ pub struct Server {
     pub real: bool,
     /// Serves the WebSocket echo at `/ws`.
     pub ws: bool,
+    /// Serves HTTPS when given `BENCH_TLS_CERT` and `BENCH_TLS_KEY`.
+    pub tls: bool,
 }
 
 impl Server {
     /// Takes part in scenario `sc`.
     pub fn runs(&self, sc: Scenario) -> bool {
-        sc.on_servers() && (sc != Scenario::Websocket || self.ws)
+        sc.on_servers() && (sc != Scenario::Websocket || self.ws) && (!sc.tls() || self.tls)
     }
 }
 
@@ -260,6 +344,7 @@ pub const SERVERS: [Server; 5] = [
         program: Program::BenchServer("fibr"),
         real: true,
         ws: true,
+        tls: true,
     },
     Server {
         key: "axum",
@@ -267,6 +352,7 @@ pub const SERVERS: [Server; 5] = [
         program: Program::BenchServer("axum"),
         real: true,
         ws: true,
+        tls: true,
     },
     Server {
         key: "hyper",
@@ -274,6 +360,7 @@ pub const SERVERS: [Server; 5] = [
         program: Program::Peer("hyper_plain"),
         real: true,
         ws: false,
+        tls: false,
     },
     Server {
         key: "actix",
@@ -281,6 +368,7 @@ pub const SERVERS: [Server; 5] = [
         program: Program::Peer("actix"),
         real: true,
         ws: true,
+        tls: true,
     },
     Server {
         key: "floor",
@@ -288,6 +376,7 @@ pub const SERVERS: [Server; 5] = [
         program: Program::Peer("floor"),
         real: false,
         ws: false,
+        tls: false,
     },
 ];
 
@@ -413,13 +502,14 @@ fn bench() -> Result<(), String> {
     let scenarios = &opts.scenarios;
     let on_servers = scenarios.iter().any(|s| s.on_servers());
     let mut tools = vec![("taskset", "util-linux")];
-    if scenarios.contains(&Scenario::Plain) || scenarios.contains(&Scenario::Echo) {
+    let plain = |sc: Scenario| scenarios.iter().any(|s| s.plain() == sc);
+    if plain(Scenario::Plain) || plain(Scenario::Echo) {
         tools.push(("wrk", "wrk"));
     }
-    if scenarios.contains(&Scenario::Pipelined) {
+    if plain(Scenario::Pipelined) {
         tools.push(("h2load", "nghttp2-client"));
     }
-    if scenarios.contains(&Scenario::Churn) {
+    if plain(Scenario::Churn) {
         tools.push(("ab", "apache2-utils"));
     }
     for (tool, package) in tools {
@@ -440,6 +530,12 @@ fn bench() -> Result<(), String> {
     let workers = std::env::var("BENCH_WORKERS").unwrap_or_else(|_| "1".into());
     let backend = std::env::var("FIBR_BACKEND").unwrap_or_else(|_| "epoll (default)".into());
     let lua = load::write_lua()?;
+    // One certificate for the run's HTTPS scenarios.
+    let tls = if scenarios.iter().any(|s| s.tls()) {
+        Some(tls::Tls::new()?)
+    } else {
+        None
+    };
     let mut rep = report::Report::new(&set, &opts.measured_args, &workers, &backend);
     rep.cpus = (server_cpu, client_cpu);
     println!(
@@ -470,17 +566,32 @@ fn bench() -> Result<(), String> {
                 let s = servers[(i + run) % n];
                 let ctx = |e: String| format!("{} / {} run {}: {e}", sc.key(), s.key, run + 1);
                 let bin = bins.path(s);
-                if sc == Scenario::Idle {
-                    let srv = RunningServer::start(&bin, s, server_cpu, &workers).map_err(ctx)?;
-                    idle::check_routes(srv.addr, s.real).map_err(ctx)?;
-                    let r = idle::idle_run(&srv, set.idle_conns)
+                // A TLS scenario's server serves HTTPS; its routes are checked over TLS.
+                let tls = tls.as_ref().filter(|_| sc.tls());
+                let env = tls.map(tls::Tls::env);
+                let env = env.as_ref().map_or(&[][..], |e| &e[..]);
+                let start = || -> Result<RunningServer, String> {
+                    let srv = RunningServer::start(&bin, s, server_cpu, &workers, env)?;
+                    match tls {
+                        Some(tls) => tls.check_routes(srv.addr, s.real)?,
+                        None => idle::check_routes(srv.addr, s.real)?,
+                    }
+                    Ok(srv)
+                };
+                if sc.idle() {
+                    let srv = start().map_err(ctx)?;
+                    let r = match tls {
+                        Some(tls) => tls.idle_run(&srv, set.idle_conns),
+                        None => idle::idle_run(&srv, set.idle_conns),
+                    };
+                    let r = r
                         .map_err(|e| match srv.check_alive() {
                             Ok(()) => e,
                             Err(dead) => format!("{e} ({dead})"),
                         })
                         .map_err(ctx)?;
                     eprintln!(
-                        "  {:<10} {:<12} run {}: empty {} KiB, loaded {} KiB, {:.0} B/conn, \
+                        "  {:<13} {:<12} run {}: empty {} KiB, loaded {} KiB, {:.0} B/conn, \
                          marginal {:.0} B/conn, peak {} KiB, {} threads",
                         sc.key(),
                         s.label,
@@ -498,8 +609,7 @@ fn bench() -> Result<(), String> {
                 }
                 let mut kept: Option<load::Load> = None;
                 for attempt in 0..=NOISY_RETRIES {
-                    let srv = RunningServer::start(&bin, s, server_cpu, &workers).map_err(ctx)?;
-                    idle::check_routes(srv.addr, s.real).map_err(ctx)?;
+                    let srv = start().map_err(ctx)?;
                     let r = if sc == Scenario::Websocket {
                         ws::check_ws(srv.addr).map_err(ctx)?;
                         ws::ws_run(&srv, &set, client_cpu)
@@ -513,7 +623,7 @@ fn bench() -> Result<(), String> {
                         })
                         .map_err(ctx)?;
                     eprintln!(
-                        "  {:<10} {:<12} run {}: {:.0} {}/s, {:.2} µs CPU/{}, CPU {:.0} % \
+                        "  {:<13} {:<12} run {}: {:.0} {}/s, {:.2} µs CPU/{}, CPU {:.0} % \
                          (load {:.0} %), p99 {}, peak RSS {} KiB, {:.3} conns/req, {} errors, \
                          other load {:.0} %",
                         sc.key(),
@@ -548,6 +658,7 @@ fn bench() -> Result<(), String> {
         }
     }
     drop(lua);
+    drop(tls);
     // The benches of their own, once each (they repeat their phases themselves).
     let quick: &[&str] = if opts.quick { &["--quick"] } else { &[] };
     if scenarios.contains(&Scenario::Client) {

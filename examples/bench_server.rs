@@ -19,8 +19,25 @@
 //! which alone makes axum's `OnUpgrade`) and `tokio` (axum's `on_upgrade` calls
 //! `tokio::spawn`: the echo task runs on fibr's background tokio runtime, one worker, over
 //! fibr's I/O). The benches build it so:
-//! `cargo build --release --example bench_server --features axum,tokio`; without them,
-//! fibr answers `/ws` with an error and the other routes as usual.
+//! `cargo build --release --example bench_server --features axum,tokio,tls`; without
+//! `axum,tokio`, fibr answers `/ws` with an error and the other routes as usual.
+//!
+//! HTTPS (feature `tls`): with `BENCH_TLS_CERT` and `BENCH_TLS_KEY` set (PEM files: the
+//! certificate chain and its private key), both serve HTTPS on the port instead, with the
+//! same rustls `ServerConfig` (`benches/support/tls_config.rs`: the ring provider, TLS 1.2 and 1.3, ALPN
+//! `http/1.1`, stateless session tickets, as `fibr::serve(..).with_tls(..)` fills in for a
+//! config without them):
+//!
+//! - fibr: `fibr::serve(listener, app).with_tls(config)`;
+//! - axum: what axum-server does for rustls: an accept loop on tokio's `TcpListener`, a
+//!   task per connection that runs tokio-rustls's `TlsAcceptor` handshake and then serves
+//!   the same `Router` with hyper-util's `auto` connection builder (the one `axum::serve`
+//!   uses; HTTP/1 here, as ALPN offers only `http/1.1`), upgrades on.
+//!
+//! ```sh
+//! BENCH_TLS_CERT=cert.pem BENCH_TLS_KEY=key.pem \
+//!     cargo run --release --example bench_server --features axum,tokio,tls -- fibr 3443
+//! ```
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::routing::{get, post};
@@ -84,6 +101,20 @@ fn main() -> io::Result<()> {
         Err(_) => 1,
     };
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    #[cfg(feature = "tls")]
+    if let Some(config) = tls::from_env()? {
+        return match which.as_str() {
+            "fibr" => tls::serve_fibr(addr, workers, config),
+            "axum" => tls::serve_axum(addr, workers, config),
+            other => Err(invalid(format!("unknown server {other:?}; fibr or axum"))),
+        };
+    }
+    #[cfg(not(feature = "tls"))]
+    if std::env::var_os("BENCH_TLS_CERT").is_some() {
+        return Err(invalid(
+            "BENCH_TLS_CERT is set, but bench_server was built without feature `tls`".into(),
+        ));
+    }
     match which.as_str() {
         "fibr" => serve_fibr(addr, workers),
         "axum" => serve_axum(addr, workers),
@@ -91,14 +122,18 @@ fn main() -> io::Result<()> {
     }
 }
 
-/// `fibr::serve` on an engine of one event loop and `workers` workers.
-fn serve_fibr(addr: SocketAddr, workers: usize) -> io::Result<()> {
+/// The engine every fibr mode runs on: one event loop and `workers` workers.
+fn fibr_engine(workers: usize) -> io::Result<fibr::Engine> {
     let config = fibr::Config::default()
         .with_workers(workers)
         .with_event_loops(1)
         .with_thread_name("bench-fibr");
-    let engine = fibr::Engine::new(config, [])?;
-    engine.block_on(async move {
+    fibr::Engine::new(config, [])
+}
+
+/// `fibr::serve` on [`fibr_engine`].
+fn serve_fibr(addr: SocketAddr, workers: usize) -> io::Result<()> {
+    fibr_engine(workers)?.block_on(async move {
         let listener = fibr::net::TcpListener::bind(addr).await?;
         eprintln!(
             "fibr ({workers} workers) listening on {}",
@@ -108,14 +143,18 @@ fn serve_fibr(addr: SocketAddr, workers: usize) -> io::Result<()> {
     })
 }
 
-/// `axum::serve` on a tokio multi-thread runtime with `workers` workers.
-fn serve_axum(addr: SocketAddr, workers: usize) -> io::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// The tokio runtime every axum mode runs on: multi-thread, `workers` workers.
+fn tokio_runtime(workers: usize) -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name("bench-tokio")
         .enable_all()
-        .build()?;
-    rt.block_on(async move {
+        .build()
+}
+
+/// `axum::serve` on [`tokio_runtime`].
+fn serve_axum(addr: SocketAddr, workers: usize) -> io::Result<()> {
+    tokio_runtime(workers)?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         eprintln!(
             "axum ({workers} workers) listening on {}",
@@ -123,4 +162,82 @@ fn serve_axum(addr: SocketAddr, workers: usize) -> io::Result<()> {
         );
         axum::serve(listener, app()).await
     })
+}
+
+#[cfg(feature = "tls")]
+#[path = "../benches/support/tls_config.rs"]
+mod tls_config;
+
+/// HTTPS: the same `Router`, behind TLS on rustls (ring provider) in both servers.
+#[cfg(feature = "tls")]
+mod tls {
+    use super::{app, fibr_engine, tokio_runtime};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto;
+    use hyper_util::service::TowerToHyperService;
+    use rustls::ServerConfig;
+    use std::io;
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    /// The benches' shared config (`benches/support/tls_config.rs`), if
+    /// `BENCH_TLS_CERT` and `BENCH_TLS_KEY` are set.
+    pub fn from_env() -> io::Result<Option<Arc<ServerConfig>>> {
+        Ok(super::tls_config::from_env()?.map(Arc::new))
+    }
+
+    /// `fibr::serve(..).with_tls(config)` on [`fibr_engine`].
+    pub fn serve_fibr(
+        addr: SocketAddr,
+        workers: usize,
+        config: Arc<ServerConfig>,
+    ) -> io::Result<()> {
+        fibr_engine(workers)?.block_on(async move {
+            let listener = fibr::net::TcpListener::bind(addr).await?;
+            eprintln!(
+                "fibr ({workers} workers, tls) listening on {}",
+                listener.local_addr()?
+            );
+            fibr::serve(listener, app()).with_tls(config).await
+        })
+    }
+
+    /// The axum `Router` on hyper-util + tokio-rustls, as axum-server serves rustls: an
+    /// accept loop, then per connection a task that completes the handshake and serves the
+    /// connection with hyper-util's `auto` builder (as `axum::serve`), upgrades on.
+    pub fn serve_axum(
+        addr: SocketAddr,
+        workers: usize,
+        config: Arc<ServerConfig>,
+    ) -> io::Result<()> {
+        tokio_runtime(workers)?.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(addr).await?;
+            eprintln!(
+                "axum ({workers} workers, tokio-rustls) listening on {}",
+                listener.local_addr()?
+            );
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let app = app();
+            loop {
+                // As axum::serve: an accept error (EMFILE and the like) is waited out.
+                let tcp = match listener.accept().await {
+                    Ok((tcp, _)) => tcp,
+                    Err(_) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                        continue;
+                    }
+                };
+                let acceptor = acceptor.clone();
+                let service = TowerToHyperService::new(app.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        })
+    }
 }

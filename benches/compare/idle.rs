@@ -9,7 +9,9 @@ use crate::proc::RunningServer;
 use crate::IO_TIMEOUT;
 
 /// Idle connections opened before their requests are sent (under the listen backlog).
-const BATCH: usize = 500;
+pub const BATCH: usize = 500;
+/// The request each idle connection sends.
+pub const IDLE_REQUEST: &[u8] = b"GET / HTTP/1.1\r\nhost: bench\r\n\r\n";
 /// Wait after the last idle connection's response before reading VmRSS.
 const SETTLE: Duration = Duration::from_secs(1);
 
@@ -41,16 +43,27 @@ impl Idle {
 }
 
 pub fn idle_run(srv: &RunningServer, n: usize) -> Result<Idle, String> {
+    idle_run_with(srv, n, |conns, upto| open_idle(srv.addr, conns, upto))
+}
+
+/// The idle run with the connections opened by `open(conns, upto)`, which must leave
+/// `upto` of them in `conns`, each having had one request answered (over TLS: only the
+/// socket is kept, see `compare/tls.rs`).
+pub fn idle_run_with(
+    srv: &RunningServer,
+    n: usize,
+    mut open: impl FnMut(&mut Vec<TcpStream>, usize) -> Result<(), String>,
+) -> Result<Idle, String> {
     // The empty server has answered requests (check_routes): one-time set-up is not per
     // connection.
     thread::sleep(Duration::from_millis(300));
     let empty = srv.status()?;
     let fds_empty = srv.fds()?;
     let mut conns = Vec::with_capacity(n);
-    open_idle(srv.addr, &mut conns, n / 2)?;
+    open(&mut conns, n / 2)?;
     thread::sleep(Duration::from_millis(200));
     let half = srv.status()?;
-    open_idle(srv.addr, &mut conns, n)?;
+    open(&mut conns, n)?;
     thread::sleep(SETTLE);
     let loaded = srv.status()?;
     let fds = srv.fds()?;
@@ -74,7 +87,6 @@ pub fn idle_run(srv: &RunningServer, n: usize) -> Result<Idle, String> {
 /// Opens connections until `conns` holds `upto`: a batch of connects, then one GET / on
 /// each, then each response read and checked.
 fn open_idle(addr: SocketAddr, conns: &mut Vec<TcpStream>, upto: usize) -> Result<(), String> {
-    const REQ: &[u8] = b"GET / HTTP/1.1\r\nhost: bench\r\n\r\n";
     while conns.len() < upto {
         let start = conns.len();
         let end = (start + BATCH).min(upto);
@@ -82,19 +94,24 @@ fn open_idle(addr: SocketAddr, conns: &mut Vec<TcpStream>, upto: usize) -> Resul
             conns.push(connect_retrying(addr).map_err(|e| format!("idle connection {i}: {e}"))?);
         }
         for (i, s) in conns.iter_mut().enumerate().take(end).skip(start) {
-            s.write_all(REQ)
+            s.write_all(IDLE_REQUEST)
                 .map_err(|e| format!("idle connection {i}: write: {e}"))?;
         }
         for (i, s) in conns.iter_mut().enumerate().take(end).skip(start) {
-            let (status, body) =
-                read_response(s).map_err(|e| format!("idle connection {i}: {e}"))?;
-            if status != 200 || body != b"hello" {
-                return Err(format!(
-                    "idle connection {i}: answered {status} {:?}",
-                    String::from_utf8_lossy(&body)
-                ));
-            }
+            read_hello(s).map_err(|e| format!("idle connection {i}: {e}"))?;
         }
+    }
+    Ok(())
+}
+
+/// Reads one response and checks it is `200 hello`.
+pub fn read_hello(s: &mut impl Read) -> Result<(), String> {
+    let (status, body) = read_response(s)?;
+    if status != 200 || body != b"hello" {
+        return Err(format!(
+            "answered {status} {:?}",
+            String::from_utf8_lossy(&body)
+        ));
     }
     Ok(())
 }
@@ -102,7 +119,7 @@ fn open_idle(addr: SocketAddr, conns: &mut Vec<TcpStream>, upto: usize) -> Resul
 /// `connect`, tried again (on a new local port) when refused. After the churn scenario's
 /// hundreds of thousands of connections, a connect now and then meets a stale socket of the
 /// kernel's on the same port pair and is reset; a dead server fails every try.
-fn connect_retrying(addr: SocketAddr) -> Result<TcpStream, String> {
+pub fn connect_retrying(addr: SocketAddr) -> Result<TcpStream, String> {
     let mut tries = 0;
     loop {
         match connect(addr) {
@@ -115,7 +132,7 @@ fn connect_retrying(addr: SocketAddr) -> Result<TcpStream, String> {
     }
 }
 
-fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
+pub fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
     let s = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| format!("connect: {e}"))?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(IO_TIMEOUT))
@@ -127,7 +144,7 @@ fn connect(addr: SocketAddr) -> Result<TcpStream, String> {
 
 /// Sends one HTTP/1.1 request; returns the response's status and body.
 fn request(
-    s: &mut TcpStream,
+    s: &mut (impl Read + Write),
     method: &str,
     path: &str,
     body: &[u8],
@@ -143,7 +160,7 @@ fn request(
 }
 
 /// Reads one response with a content-length body (what every server here sends).
-fn read_response(s: &mut TcpStream) -> Result<(u16, Vec<u8>), String> {
+fn read_response(s: &mut impl Read) -> Result<(u16, Vec<u8>), String> {
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 4096];
     let head_end = loop {
@@ -195,7 +212,15 @@ fn read_response(s: &mut TcpStream) -> Result<(u16, Vec<u8>), String> {
 /// answers everything alike, only GET /); and an HTTP/1.0 request without keep-alive, as
 /// `ab` sends in the churn scenario, is answered and its connection closed.
 pub fn check_routes(addr: SocketAddr, real: bool) -> Result<(), String> {
-    let mut s = connect(addr)?;
+    check_routes_on(|| connect(addr), real)
+}
+
+/// [`check_routes`] on the connections `connect` makes (over TLS: `compare/tls.rs`).
+pub fn check_routes_on<S: Read + Write>(
+    connect: impl Fn() -> Result<S, String>,
+    real: bool,
+) -> Result<(), String> {
+    let mut s = connect()?;
     let (st, body) = request(&mut s, "GET", "/", b"")?;
     if st != 200 || body != b"hello" {
         return Err(format!(
@@ -218,11 +243,11 @@ pub fn check_routes(addr: SocketAddr, real: bool) -> Result<(), String> {
             return Err(format!("GET /json answered {st} {text:?}"));
         }
     }
-    let mut s = connect(addr)?;
+    let mut s = connect()?;
     s.write_all(b"GET / HTTP/1.0\r\nhost: bench\r\n\r\n")
         .map_err(|e| format!("HTTP/1.0 write: {e}"))?;
     let mut all = Vec::new();
-    s.read_to_end(&mut all)
+    read_to_close(&mut s, &mut all)
         .map_err(|e| format!("HTTP/1.0 request: the connection was not closed: {e}"))?;
     if !all.starts_with(b"HTTP/1.") || !all.ends_with(b"hello") {
         return Err(format!(
@@ -231,4 +256,20 @@ pub fn check_routes(addr: SocketAddr, real: bool) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Reads until the peer closes. Over TLS, a close without a `close_notify` alert (rustls
+/// reports it as `UnexpectedEof`) counts as closed too: the response was delimited by its
+/// content-length, as `ab` reads it.
+fn read_to_close(s: &mut impl Read, all: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => all.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }

@@ -94,13 +94,15 @@ pub fn write_lua() -> Result<TempFile, String> {
 }
 
 /// The load generator's command line for `sc`, running `d`; with a per-request log or
-/// percentile file for the measured phase.
+/// percentile file for the measured phase. A TLS scenario runs its plain-text one's tool
+/// on an `https://` URL (each tool speaks TLS through OpenSSL, and verifies no
+/// certificate).
 fn command(sc: Scenario, url: &str, d: Duration, lua: &Path, log: Option<&Path>) -> Vec<String> {
     let secs = d.as_secs().max(1).to_string();
     let conns = CONNS.to_string();
     let mut a: Vec<String> = Vec::new();
     let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
-    match sc {
+    match sc.plain() {
         Scenario::Plain | Scenario::Echo => {
             push(&["wrk", "-t1", "-c", &conns, "-d", &format!("{secs}s")]);
             push(&["--latency", "--timeout", "5s"]);
@@ -122,6 +124,11 @@ fn command(sc: Scenario, url: &str, d: Duration, lua: &Path, log: Option<&Path>)
             // reset does not end the run; -n: bounded by -t, not by the count.
             let c = CHURN_CONCURRENCY.to_string();
             push(&["ab", "-q", "-r", "-c", &c, "-t", &secs, "-n", "10000000"]);
+            if sc.tls() {
+                // Over https: a full TLS 1.3 handshake per request (ab keeps no session
+                // to resume).
+                push(&["-f", "TLS1.3"]);
+            }
             if let Some(l) = log {
                 push(&["-e", &l.display().to_string()]);
             }
@@ -135,7 +142,7 @@ fn command(sc: Scenario, url: &str, d: Duration, lua: &Path, log: Option<&Path>)
 /// What a tool's output says: (requests completed, measuring time, p99 µs if given,
 /// errors).
 fn parse(sc: Scenario, text: &str) -> Result<(u64, Duration, Option<f64>, u64), String> {
-    match sc {
+    match sc.plain() {
         Scenario::Plain | Scenario::Echo => {
             parse_wrk(text).map(|(n, wall, p99, errors)| (n, wall, Some(p99), errors))
         }
@@ -228,7 +235,8 @@ pub fn load_run(
     cpu: usize,
     lua: &Path,
 ) -> Result<Load, String> {
-    let url = format!("http://{}/", srv.addr);
+    let scheme = if sc.tls() { "https" } else { "http" };
+    let url = format!("{scheme}://{}/", srv.addr);
     let idle_rss_kib = srv.status()?.rss_kib;
     let warm = run_tool(cpu, &command(sc, &url, set.warmup, lua, None))?;
     if parse(sc, &warm)?.0 == 0 {
@@ -242,7 +250,7 @@ pub fn load_run(
     let args = command(sc, &url, set.phase, lua, Some(&log.0));
     let (sampled, text) = measure(srv, cpu, || run_tool(cpu, &args))?;
     let (requests, wall, p99, errors) = parse(sc, &text)?;
-    let p99_us = match (p99, sc) {
+    let p99_us = match (p99, sc.plain()) {
         (Some(p), _) => p,
         (None, Scenario::Pipelined) => h2load_log_p99(&log.0)?,
         (None, _) => ab_csv_p99(&log.0)?,
@@ -252,7 +260,7 @@ pub fn load_run(
     }
     // Each churn request must have had its own connection: a tool that reused them would
     // measure something else. (Other processes' connections only add to the count.)
-    if sc == Scenario::Churn && (sampled.opens as f64) < requests as f64 * 0.99 {
+    if sc.plain() == Scenario::Churn && (sampled.opens as f64) < requests as f64 * 0.99 {
         return Err(format!(
             "{} connections opened for {requests} requests: the load generator reused connections",
             sampled.opens

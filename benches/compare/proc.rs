@@ -20,23 +20,21 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
+    /// `env`: more of the server's environment (`BENCH_TLS_CERT` and `BENCH_TLS_KEY` for
+    /// HTTPS).
     pub fn start(
         bin: &(PathBuf, Option<&'static str>),
         server: &Server,
         cpu: usize,
         workers: &str,
+        env: &[(&str, &str)],
     ) -> Result<RunningServer, String> {
         let (path, arg) = bin;
         let mut args: Vec<&str> = arg.iter().copied().collect();
         args.push("0");
-        let child = ServerChild::start(
-            cpu,
-            path,
-            &args,
-            &[("BENCH_WORKERS", workers)],
-            server.label,
-            IO_TIMEOUT,
-        )?;
+        let mut envs = vec![("BENCH_WORKERS", workers)];
+        envs.extend_from_slice(env);
+        let child = ServerChild::start(cpu, path, &args, &envs, server.label, IO_TIMEOUT)?;
         Ok(RunningServer {
             addr: child.addr,
             child,

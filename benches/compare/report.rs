@@ -19,6 +19,12 @@ const GOAL_PLAIN_CPU: f64 = 0.90;
 const GOAL_PIPELINED_CPU: f64 = 0.35;
 const GOAL_IDLE_BYTES: f64 = 1024.0;
 const GOAL_FLOOR_CPU: f64 = 1.15;
+/// Issue 12's goals for HTTPS, against axum's Router on hyper-util + tokio-rustls: CPU per
+/// request, and memory per idle TLS connection (4 KB; the peer held 20.8 KB per plain
+/// idle connection).
+const GOAL_TLS_PLAIN_CPU: f64 = 0.85;
+const GOAL_TLS_PIPELINED_CPU: f64 = 0.30;
+const GOAL_TLS_IDLE_BYTES: f64 = 4000.0;
 /// Issue 4's goal for fibr::client, and issue 2's for the executor.
 const GOAL_CLIENT_CPU: f64 = 0.80;
 const GOAL_EXECUTOR: f64 = 1.0;
@@ -304,11 +310,7 @@ impl Report {
         ];
         for sc in self.scenarios() {
             let title = format!("{} <br>`{}`", sc.title(), sc.tool(&set));
-            let rows: &[Row] = if sc == Scenario::Idle {
-                &idle_rows
-            } else {
-                &load_rows
-            };
+            let rows: &[Row] = if sc.idle() { &idle_rows } else { &load_rows };
             for (i, (name, f, fmt)) in rows.iter().enumerate() {
                 // A WebSocket scenario counts messages.
                 let shown = match (sc, *name) {
@@ -481,13 +483,9 @@ impl Report {
         let mut any = false;
         for sc in Scenario::ALL
             .into_iter()
-            .filter(|sc| sc.on_servers() && *sc != Scenario::Websocket)
+            .filter(|sc| sc.on_servers() && *sc != Scenario::Websocket && !sc.tls())
         {
-            let f = if sc == Scenario::Idle {
-                PER_CONN
-            } else {
-                CPU_PER_REQ
-            };
+            let f = if sc.idle() { PER_CONN } else { CPU_PER_REQ };
             let r = self.ratio(sc, "fibr", "actix", f);
             if r.is_finite() {
                 any = true;
@@ -496,10 +494,40 @@ impl Report {
             }
         }
         row(
-            "stretch: fibr ahead of actix-web on every HTTP/1 scenario (CPU/request; idle: RSS/connection)".into(),
+            "stretch: fibr ahead of actix-web on every plain-text HTTP/1 scenario (CPU/request; idle: RSS/connection)".into(),
             if any { 0.0 } else { f64::NAN },
             parts.join(", "),
             all,
+        );
+        let tls_plain = self.ratio(Scenario::TlsPlain, "fibr", "axum", CPU_PER_REQ);
+        row(
+            format!(
+                "(issue 12) HTTPS CPU/request vs axum on tokio-rustls, keep-alive GET ≤ \
+                 {GOAL_TLS_PLAIN_CPU:.2}×"
+            ),
+            tls_plain,
+            fmt_ratio(tls_plain),
+            tls_plain <= GOAL_TLS_PLAIN_CPU,
+        );
+        let tls_pipe = self.ratio(Scenario::TlsPipelined, "fibr", "axum", CPU_PER_REQ);
+        row(
+            format!(
+                "(issue 12) HTTPS CPU/request vs axum on tokio-rustls, pipelined ≤ \
+                 {GOAL_TLS_PIPELINED_CPU:.2}×"
+            ),
+            tls_pipe,
+            fmt_ratio(tls_pipe),
+            tls_pipe <= GOAL_TLS_PIPELINED_CPU,
+        );
+        let tls_idle = self.median(Scenario::TlsIdle, "fibr", PER_CONN);
+        row(
+            format!(
+                "(issue 12) idle TLS memory ≤ {} B per connection",
+                fmt_int(GOAL_TLS_IDLE_BYTES)
+            ),
+            tls_idle,
+            format!("{} B", fmt_int(tls_idle)),
+            tls_idle <= GOAL_TLS_IDLE_BYTES,
         );
         let (mt, ct) = (
             self.client_ratio("fibr", "mt"),
@@ -603,6 +631,21 @@ impl Report {
                 crate::ws::PAYLOAD
             ));
         }
+        if self.cells.iter().any(|c| c.scenario.tls()) {
+            more.push(
+                "The HTTPS rows run on the servers with TLS of their own, all on rustls 0.23 \
+                 with the ring provider and one `ServerConfig` (TLS 1.2 and 1.3, ALPN \
+                 `http/1.1`, stateless session tickets; an ECDSA P-256 certificate made for \
+                 the run): fibr with `serve(..).with_tls(config)`; in the axum::serve column, \
+                 the same axum `Router` on hyper-util's connection builder over \
+                 tokio-rustls, as axum-server serves it; actix-web with its `rustls-0_23` \
+                 feature. The tools negotiate TLS 1.3 (OpenSSL); the handshake churn makes a \
+                 full handshake per request (ab resumes no session), and the idle TLS \
+                 connections are this bench's own (rustls's client: a full handshake and one \
+                 GET each, then only the socket kept)."
+                    .to_string(),
+            );
+        }
         if self.client.is_some() || self.executor.is_some() {
             more.push(
                 "The HTTP client and executor tables come from `benches/client.rs` and \
@@ -652,7 +695,9 @@ impl Report {
             let mut bars = Vec::new();
             for s in servers.iter().filter(|s| self.cell(sc, s.key).is_some()) {
                 let (f, unit): (Figure, fn(f64) -> String) = match sc {
-                    Scenario::Idle => (PER_CONN, |x| format!("{} B/conn", fmt_int(x))),
+                    Scenario::Idle | Scenario::TlsIdle => {
+                        (PER_CONN, |x| format!("{} B/conn", fmt_int(x)))
+                    }
                     Scenario::Websocket => (CPU_PER_REQ, |x| format!("{x:.2} µs/msg")),
                     _ => (CPU_PER_REQ, |x| format!("{x:.2} µs/req")),
                 };
@@ -880,7 +925,7 @@ impl Report {
                     "scenario": c.scenario.key(),
                     "server": c.server,
                 });
-                if c.scenario == Scenario::Idle {
+                if c.scenario.idle() {
                     v["runs"] = c.idles.iter().map(idle_json).collect();
                     v["median"] = json!({
                         "per_conn_b": median(c.values(PER_CONN)),
@@ -896,7 +941,7 @@ impl Report {
                         "peak_rss_kib": median(c.values(Figure::Load(|l| l.peak_rss_kib as f64))),
                     });
                 }
-                let f = if c.scenario == Scenario::Idle {
+                let f = if c.scenario.idle() {
                     PER_CONN
                 } else {
                     CPU_PER_REQ
@@ -960,7 +1005,7 @@ impl Report {
                 .ok_or("a cell without a known server")?;
             let mut cell = Cell::new(sc, srv.key);
             for r in c["runs"].as_array().ok_or("a cell without runs")? {
-                if sc == Scenario::Idle {
+                if sc.idle() {
                     cell.idles.push(Idle {
                         empty_kib: n(r, "empty_kib")? as u64,
                         half_kib: n(r, "half_kib")? as u64,

@@ -5,6 +5,9 @@
 //! (default 1) for its worker threads, serves `GET /` → `hello`, `POST /echo` → the body and
 //! `GET /json` → a small JSON object (the routes of `examples/bench_server.rs`), and once
 //! listening prints `<name> listening on <addr>` on stderr.
+//!
+//! A peer that serves HTTPS (actix) does so when `BENCH_TLS_CERT` and `BENCH_TLS_KEY` name
+//! PEM files ([`tls_config`]).
 
 use std::io;
 use std::net::SocketAddr;
@@ -49,3 +52,7 @@ pub fn args(name: &str) -> io::Result<(SocketAddr, usize)> {
     };
     Ok((SocketAddr::from(([127, 0, 0, 1], port)), workers))
 }
+
+/// The bench servers' shared TLS config (`benches/support/tls_config.rs`).
+#[path = "../../support/tls_config.rs"]
+pub mod tls_config;

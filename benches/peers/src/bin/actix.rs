@@ -3,10 +3,15 @@
 //!
 //! `BENCH_WORKERS=1 actix 0` — `HttpServer::workers(N)`: N worker threads, each its own
 //! single-threaded runtime, behind actix-server's acceptor thread.
+//!
+//! With `BENCH_TLS_CERT` and `BENCH_TLS_KEY` set: HTTPS on the port instead, actix-web's
+//! own rustls 0.23 support (`bind_rustls_0_23`: actix-tls's acceptor, tokio-rustls
+//! underneath) with the config `fibr_bench_peers::tls_config::from_env` builds (ring provider).
 
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use actix_ws::Message;
 use std::io;
+use std::time::Duration;
 
 /// The WebSocket echo: a task per connection, as actix-ws has it.
 async fn ws(req: HttpRequest, body: web::Payload) -> actix_web::Result<HttpResponse> {
@@ -61,14 +66,25 @@ fn main() -> io::Result<()> {
                 .route("/ws", web::get().to(ws))
         })
         .workers(workers)
-        .disable_signals()
-        .bind(addr)?;
+        // fibr's idle timeout (actix-web's default is 5 s): the idle scenarios' connections
+        // stay open however long opening the last of them takes (10,000 TLS handshakes take
+        // longer than 5 s on a busy machine).
+        .keep_alive(Duration::from_secs(60))
+        .disable_signals();
+        let (server, how) = match fibr_bench_peers::tls_config::from_env()? {
+            Some(mut config) => {
+                // actix-web puts `http/1.1` in the config's ALPN list itself.
+                config.alpn_protocols.clear();
+                (server.bind_rustls_0_23(addr, config)?, ", rustls")
+            }
+            None => (server.bind(addr)?, ""),
+        };
         let bound = server
             .addrs()
             .first()
             .copied()
             .ok_or_else(|| io::Error::other("actix bound no address"))?;
-        eprintln!("actix ({workers} workers) listening on {bound}");
+        eprintln!("actix ({workers} workers{how}) listening on {bound}");
         server.run().await
     })
 }
