@@ -144,7 +144,12 @@ impl LayerIo {
                 _ => plain.clear(),
             }
             out.write_to(fd)?;
-            if out.queued() > 0 || plain.queued() == 0 {
+            if plain.queued() == 0 {
+                // An idle connection keeps no staging memory (the queue's capacity).
+                plain.clear();
+                return Ok(());
+            }
+            if out.queued() > 0 {
                 return Ok(());
             }
         }
