@@ -10,12 +10,8 @@
 //! driver on the connection: buffers, the handshake deadline, sealing ahead of the socket.
 
 use super::output::Output;
-use super::{
-    Conn, ConnInner, Handler, Io, ReadEnd, F_CLOSING, F_EOF, F_LAYER, F_NEW_HANDLER, F_PEER_FIN,
-    F_READ_PENDING,
-};
+use super::{Conn, ConnInner, Handler, Io, ReadEnd, F_CLOSING, F_EOF, F_LAYER, F_NEW_HANDLER};
 use crate::buf::PooledBuf;
-use crate::sys::socket;
 use crate::time::Sleep;
 use std::any::Any;
 use std::future::Future;
@@ -219,83 +215,54 @@ impl ConnInner {
             .cloned()
     }
 
-    /// The round's reads through the layer: ciphertext in, the handler's `on_open` (at the
-    /// end of the handshake) and `on_data` (plaintext) out.
-    pub(super) fn read_round_layered(
+    /// The read buffer for a layered round: large enough for a whole record after the
+    /// partial one kept from the last round, which is copied in front (`.1` bytes).
+    pub(super) fn layer_input(&self) -> Option<(PooledBuf, usize)> {
+        let mut io = self.io.lock().unwrap();
+        let lio = io.layer.as_deref_mut()?;
+        let max = lio.layer.as_ref().map_or(0, |l| l.max_record());
+        let mut buf = PooledBuf::take(self.rt.config.read_buffer_size.max(max + lio.kept.len()));
+        let kept = std::mem::take(&mut lio.kept);
+        buf[..kept.len()].copy_from_slice(&kept);
+        Some((buf, kept.len()))
+    }
+
+    /// Keeps a partial record for the next round.
+    pub(super) fn keep_layer_input(&self, partial: &[u8]) {
+        if let Some(lio) = self.io.lock().unwrap().layer.as_deref_mut() {
+            lio.kept = partial.to_vec();
+        }
+    }
+
+    /// Runs the layer over `buf[..*filled]` (ciphertext: the handler gets `on_open` at the
+    /// end of the handshake, then `on_data` with plaintext) and moves what it left (a
+    /// partial record) to the front. `Some(end)` ends the round's reads.
+    pub(super) fn read_through_layer(
         &self,
         conn: &Conn,
         handler: &mut Arc<dyn Handler>,
-    ) -> ReadEnd {
-        let (mut buf, mut filled) = {
-            let mut io = self.io.lock().unwrap();
-            let Some(lio) = io.layer.as_deref_mut() else {
-                return ReadEnd::Open;
-            };
-            let max = lio.layer.as_ref().map_or(0, |l| l.max_record());
-            let size = self.rt.config.read_buffer_size.max(max + lio.kept.len());
-            let mut buf = PooledBuf::take(size);
-            let kept = std::mem::take(&mut lio.kept);
-            buf[..kept.len()].copy_from_slice(&kept);
-            (buf, kept.len())
-        };
-        let end = loop {
-            if self.reads_blocked() {
-                if !self.flag(F_EOF | F_CLOSING) {
-                    self.set(F_READ_PENDING);
-                }
-                break ReadEnd::Open;
+        buf: &mut [u8],
+        filled: &mut usize,
+    ) -> Option<ReadEnd> {
+        match self.through_layer(conn, handler, &mut buf[..*filled]) {
+            Through::Gone => Some(ReadEnd::Closed),
+            Through::Failed => {
+                *filled = 0;
+                Some(ReadEnd::Open)
             }
-            let n = match socket::read(self.fd, &mut buf[filled..]) {
-                Ok(0) => {
-                    self.clear(F_READ_PENDING);
+            Through::Used {
+                consumed,
+                peer_closed,
+            } => {
+                buf.copy_within(consumed..*filled, 0);
+                *filled -= consumed;
+                if peer_closed {
                     self.set(F_EOF);
-                    // A partial record at EOF can never be completed.
-                    filled = 0;
-                    break ReadEnd::Eof;
+                    return Some(ReadEnd::Eof);
                 }
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.clear(F_READ_PENDING);
-                    break ReadEnd::Open;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => break ReadEnd::Error(e),
-            };
-            self.clear(F_READ_PENDING);
-            let room = buf.len() - filled;
-            filled += n;
-            match self.through_layer(conn, handler, &mut buf[..filled]) {
-                Through::Gone => return ReadEnd::Closed,
-                Through::Failed => {
-                    filled = 0;
-                    break ReadEnd::Open;
-                }
-                Through::Used {
-                    consumed,
-                    peer_closed,
-                } => {
-                    buf.copy_within(consumed..filled, 0);
-                    filled -= consumed;
-                    if peer_closed {
-                        self.set(F_EOF);
-                        break ReadEnd::Eof;
-                    }
-                }
-            }
-            if n < room && !self.flag(F_PEER_FIN) {
-                break ReadEnd::Open;
-            }
-            if self.output_over_limit() {
-                self.set(F_READ_PENDING);
-                break ReadEnd::Open;
-            }
-        };
-        if filled > 0 {
-            if let Some(lio) = self.io.lock().unwrap().layer.as_deref_mut() {
-                lio.kept = buf[..filled].to_vec();
+                None
             }
         }
-        end
     }
 
     /// One pass of the layer over the bytes read so far.

@@ -405,50 +405,70 @@ impl ConnInner {
         }
     }
 
+    /// Reads until a short read (or until reads must stop), handing each read to the
+    /// handler, through the connection's layer if it has one.
     fn read_round(&self, conn: &Conn, handler: &mut Arc<dyn Handler>) -> ReadEnd {
-        if self.flag(F_LAYER) {
-            return self.read_round_layered(conn, handler);
-        }
-        let mut buf = PooledBuf::take(self.rt.config.read_buffer_size);
-        loop {
+        let layered = self.flag(F_LAYER);
+        // A layered read starts with the partial record kept from the last round.
+        let (mut buf, mut filled) = if layered {
+            match self.layer_input() {
+                Some(input) => input,
+                None => return ReadEnd::Open,
+            }
+        } else {
+            (PooledBuf::take(self.rt.config.read_buffer_size), 0)
+        };
+        let end = loop {
             if self.reads_blocked() {
                 if !self.flag(F_EOF | F_CLOSING) {
                     self.set(F_READ_PENDING);
                 }
-                return ReadEnd::Open;
+                break ReadEnd::Open;
             }
-            match socket::read(self.fd, &mut buf) {
+            let n = match socket::read(self.fd, &mut buf[filled..]) {
                 Ok(0) => {
                     self.clear(F_READ_PENDING);
                     self.set(F_EOF);
-                    return ReadEnd::Eof;
+                    // A partial record at EOF can never be completed.
+                    filled = 0;
+                    break ReadEnd::Eof;
                 }
-                Ok(n) => {
-                    self.clear(F_READ_PENDING);
-                    self.refresh(handler);
-                    if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
-                        return ReadEnd::Closed;
-                    }
-                    // A short read drained the socket, unless the peer's FIN waits behind
-                    // the data: edge-triggered epoll will not report it again.
-                    if n < buf.len() && !self.flag(F_PEER_FIN) {
-                        return ReadEnd::Open;
-                    }
-                    if self.output_over_limit() {
-                        // Stop reading now; end_round pauses, or reads again if the
-                        // flush made room.
-                        self.set(F_READ_PENDING);
-                        return ReadEnd::Open;
-                    }
-                }
+                Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.clear(F_READ_PENDING);
-                    return ReadEnd::Open;
+                    break ReadEnd::Open;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return ReadEnd::Error(e),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => break ReadEnd::Error(e),
+            };
+            self.clear(F_READ_PENDING);
+            let room = buf.len() - filled;
+            if layered {
+                filled += n;
+                if let Some(end) = self.read_through_layer(conn, handler, &mut buf, &mut filled) {
+                    break end;
+                }
+            } else {
+                self.refresh(handler);
+                if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
+                    return ReadEnd::Closed;
+                }
             }
+            // A short read drained the socket, unless the peer's FIN waits behind the
+            // data: edge-triggered epoll will not report it again.
+            if n < room && !self.flag(F_PEER_FIN) {
+                break ReadEnd::Open;
+            }
+            if self.output_over_limit() {
+                // Stop reading now; end_round pauses, or reads again if the flush made room.
+                self.set(F_READ_PENDING);
+                break ReadEnd::Open;
+            }
+        };
+        if filled > 0 {
+            self.keep_layer_input(&buf[..filled]);
         }
+        end
     }
 
     /// Flushes the round's output, applies the watermarks, closes if asked, re-arms.
