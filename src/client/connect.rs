@@ -7,12 +7,10 @@ use super::error::{Error, ErrorKind};
 use crate::net::{TcpStream, UnixStream};
 use http::Uri;
 use std::future::Future;
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 /// The scheme of URIs naming a Unix socket: `http+unix://<hex of the path>/path?query`.
 pub const UNIX_SCHEME: &str = "http+unix";
@@ -201,54 +199,72 @@ impl std::fmt::Debug for Stream {
     }
 }
 
-impl hyper::rt::Read for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => hyper::rt::Read::poll_read(Pin::new(s), cx, buf),
-            Stream::Unix(s) => hyper::rt::Read::poll_read(Pin::new(s), cx, buf),
+/// hyper's `Read` and `Write` for an enum of streams: every call goes to the variant's
+/// stream. `[generics] Type { Variant, .. }`.
+macro_rules! stream_enum_io {
+    ([$($gen:tt)*] $ty:ty { $($variant:path),+ $(,)? }) => {
+        impl<$($gen)*> hyper::rt::Read for $ty {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: hyper::rt::ReadBufCursor<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($variant(s) => hyper::rt::Read::poll_read(std::pin::Pin::new(s), cx, buf),)+
+                }
+            }
         }
-    }
+
+        impl<$($gen)*> hyper::rt::Write for $ty {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                match self.get_mut() {
+                    $($variant(s) => hyper::rt::Write::poll_write(std::pin::Pin::new(s), cx, buf),)+
+                }
+            }
+
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                match self.get_mut() {
+                    $($variant(s) => {
+                        hyper::rt::Write::poll_write_vectored(std::pin::Pin::new(s), cx, bufs)
+                    })+
+                }
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                match self {
+                    $($variant(s) => hyper::rt::Write::is_write_vectored(s),)+
+                }
+            }
+
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($variant(s) => hyper::rt::Write::poll_flush(std::pin::Pin::new(s), cx),)+
+                }
+            }
+
+            fn poll_shutdown(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($variant(s) => hyper::rt::Write::poll_shutdown(std::pin::Pin::new(s), cx),)+
+                }
+            }
+        }
+    };
 }
+#[cfg_attr(not(feature = "tls"), allow(unused_imports))]
+pub(super) use stream_enum_io;
 
-impl hyper::rt::Write for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => s.poll_write(cx, buf),
-            Stream::Unix(s) => s.poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => s.poll_write_vectored(cx, bufs),
-            Stream::Unix(s) => s.poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        true
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => s.poll_shutdown(cx),
-            Stream::Unix(s) => s.poll_shutdown(cx),
-        }
-    }
-}
+stream_enum_io!([] Stream { Stream::Tcp, Stream::Unix });

@@ -350,63 +350,7 @@ impl<S: Connection> Connection for TlsStream<S> {
     }
 }
 
-impl<S: Connection> hyper::rt::Read for MaybeHttps<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            MaybeHttps::Http(s) => Pin::new(s).poll_read(cx, buf),
-            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl<S: Connection> hyper::rt::Write for MaybeHttps<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            MaybeHttps::Http(s) => Pin::new(s).poll_write(cx, buf),
-            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            MaybeHttps::Http(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            MaybeHttps::Http(s) => s.is_write_vectored(),
-            MaybeHttps::Https(_) => true,
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            MaybeHttps::Http(s) => Pin::new(s).poll_flush(cx),
-            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            MaybeHttps::Http(s) => Pin::new(s).poll_shutdown(cx),
-            MaybeHttps::Https(s) => Pin::new(&mut **s).poll_shutdown(cx),
-        }
-    }
-}
+super::connect::stream_enum_io!([S: Connection] MaybeHttps<S> { MaybeHttps::Http, MaybeHttps::Https });
 
 impl<S: Connection> Connection for MaybeHttps<S> {
     fn connected(&self) -> Connected {
