@@ -143,6 +143,8 @@ pub struct TlsStream<S> {
     plain_at: usize,
     /// Ciphertext to write, from `out_at` on.
     outgoing: Vec<u8>,
+    /// A vectored write's buffers gathered (reused).
+    gather: Vec<u8>,
     out_at: usize,
     /// The peer ended its side (close_notify, or the stream's EOF).
     eof: bool,
@@ -159,6 +161,7 @@ impl<S: Connection> TlsStream<S> {
             plain: Vec::new(),
             plain_at: 0,
             outgoing: Vec::new(),
+            gather: Vec::new(),
             out_at: 0,
             eof: false,
             opened: false,
@@ -303,16 +306,31 @@ impl<S: Connection> hyper::rt::Write for TlsStream<S> {
         if this.outgoing.len() - this.out_at >= MAX_PENDING_OUT {
             ready!(this.poll_flush_out(cx))?;
         }
-        // Gathered into one run of records (a head and a small body: one record).
-        let total: usize = bufs.iter().map(|b| b.len()).sum();
-        let take = total.min(MAX_PENDING_OUT);
-        let mut plain = Vec::with_capacity(take);
-        for b in bufs {
-            let room = take - plain.len();
-            plain.extend_from_slice(&b[..b.len().min(room)]);
-        }
-        this.session
-            .seal(&mut this.incoming, &plain, &mut this.outgoing)?;
+        let mut parts = bufs.iter().filter(|b| !b.is_empty());
+        let take = match (parts.next(), parts.next()) {
+            (None, _) => return Poll::Ready(Ok(0)),
+            // One buffer: sealed as it is.
+            (Some(one), None) => {
+                let take = one.len().min(MAX_PENDING_OUT);
+                this.session
+                    .seal(&mut this.incoming, &one[..take], &mut this.outgoing)?;
+                take
+            }
+            // Several (a head and a small body): gathered into one run of records.
+            _ => {
+                for b in bufs {
+                    let room = MAX_PENDING_OUT - this.gather.len();
+                    this.gather.extend_from_slice(&b[..b.len().min(room)]);
+                }
+                let sealed =
+                    this.session
+                        .seal(&mut this.incoming, &this.gather, &mut this.outgoing);
+                let take = this.gather.len();
+                this.gather.clear();
+                sealed?;
+                take
+            }
+        };
         // Best effort now; the rest goes with the next write, read or flush.
         if let Poll::Ready(Err(e)) = this.poll_flush_out(cx) {
             return Poll::Ready(Err(e));
