@@ -497,16 +497,26 @@ where
     B: Body + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    /// Feeds the round's bytes (or, with none, the bytes kept) to the machine.
-    fn receive(&mut self, conn: &Conn, data: &[u8], cfg: &ServerConfig, out: &mut Vec<u8>) {
-        let mut calls = Calls {
+    /// The machine and, beside it, the service side of one callback (disjoint borrows).
+    fn split<'a>(
+        &'a mut self,
+        conn: &'a Conn,
+        cfg: &'a ServerConfig,
+    ) -> (&'a mut Machine<S, B>, Calls<'a, S>) {
+        let calls = Calls {
             svc: &mut self.svc,
             waker: &self.waker,
             conn,
             cfg,
             tls: &self.tls,
         };
-        self.h1.receive(round_clock(), data, cfg, &mut calls, out);
+        (&mut self.h1, calls)
+    }
+
+    /// Feeds the round's bytes (or, with none, the bytes kept) to the machine.
+    fn receive(&mut self, conn: &Conn, data: &[u8], cfg: &ServerConfig, out: &mut Vec<u8>) {
+        let (h1, mut calls) = self.split(conn, cfg);
+        h1.receive(round_clock(), data, cfg, &mut calls, out);
     }
 
     /// Calls a parked request once the service is ready, polls every call in flight,
@@ -580,23 +590,17 @@ where
         let Stage::Waiting(req) = std::mem::replace(stage, Stage::Moving) else {
             return;
         };
-        let mut calls = Calls {
-            svc: &mut self.svc,
-            waker: &self.waker,
-            conn,
-            cfg,
-            tls: &self.tls,
-        };
+        let (h1, mut calls) = self.split(conn, cfg);
         let called = calls.try_call(*req);
         let now_called = called.is_ok();
-        if let Some(stage) = self.h1.last_mut() {
+        if let Some(stage) = h1.last_mut() {
             *stage = match called {
                 Ok(stage) => stage,
                 Err(req) => Stage::Waiting(req),
             };
         }
         if now_called {
-            self.h1.unpark();
+            h1.unpark();
         }
     }
 
