@@ -10,48 +10,10 @@ use fibr::tls::rustls;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::Config as PtConfig;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection};
 use std::path::Path;
 use std::sync::Arc;
-
-#[derive(Debug)]
-struct AnyCert;
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        rustls::crypto::ring::default_provider()
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
 
 /// A real client's first flight (TLS 1.2 or 1.3 offered).
 fn client_hello(tls12_only: bool) -> Vec<u8> {
@@ -62,10 +24,10 @@ fn client_hello(tls12_only: bool) -> Vec<u8> {
     } else {
         builder.with_safe_default_protocol_versions()
     };
+    // No roots: a ClientHello is made before any certificate is seen.
     let config = builder
         .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert))
+        .with_root_certificates(rustls::RootCertStore::empty())
         .with_no_client_auth();
     let mut conn = ClientConnection::new(
         Arc::new(config),

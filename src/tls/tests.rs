@@ -70,7 +70,8 @@ impl ServerCertVerifier for AnyCert {
     }
 }
 
-fn new_client() -> ClientConnection {
+/// A client (ALPN `http/1.1`) that takes any server certificate.
+fn client_config() -> Arc<ClientConfig> {
     let mut config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .unwrap()
@@ -78,7 +79,11 @@ fn new_client() -> ClientConnection {
         .with_custom_certificate_verifier(Arc::new(AnyCert))
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap()).unwrap()
+    Arc::new(config)
+}
+
+fn new_client() -> ClientConnection {
+    ClientConnection::new(client_config(), "localhost".try_into().unwrap()).unwrap()
 }
 
 /// The server machine plus what a driver keeps: the unconsumed tail and what was delivered.
@@ -410,15 +415,8 @@ fn sealing_between_pieces_of_a_fragmented_handshake_message() {
     let mut server_config = Arc::unwrap_or_clone(server_config(&[&rustls::version::TLS13]));
     server_config.max_fragment_size = Some(32);
     let mut server = ServerConnection::new(Arc::new(server_config)).unwrap();
-    let config = Arc::new(
-        ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCert))
-            .with_no_client_auth(),
-    );
-    let conn = UnbufferedClientConnection::new(config, "localhost".try_into().unwrap()).unwrap();
+    let conn =
+        UnbufferedClientConnection::new(client_config(), "localhost".try_into().unwrap()).unwrap();
     let mut client = Session::new(conn, Instant::now(), None);
     let mut kept: Vec<u8> = Vec::new();
     let mut opened = false;
