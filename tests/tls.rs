@@ -784,3 +784,52 @@ fn fibrs_own_provider_serves_and_connects() {
         }
     });
 }
+
+#[test]
+fn a_round_of_pipelined_responses_leaves_as_one_record() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        let mut tcp = common::connect(addr);
+        let name = ServerName::try_from("localhost").unwrap();
+        let mut tls = ClientConnection::new(Arc::new(pki.client_config()), name).unwrap();
+        // The handshake and a first exchange (which also brings the session tickets).
+        tls.writer()
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut plain = Vec::new();
+        while common::find(&plain, b"hello over tls").is_none() {
+            tls.complete_io(&mut tcp).unwrap();
+            let _ = tls.reader().read_to_end(&mut plain);
+        }
+        // 16 requests in one record; the answers are read as raw records.
+        let requests = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(16);
+        tls.writer().write_all(&requests).unwrap();
+        while tls.wants_write() {
+            tls.write_tls(&mut tcp).unwrap();
+        }
+        let (mut raw, mut records, mut answered) = (Vec::new(), 0, Vec::new());
+        while answered
+            .windows(14)
+            .filter(|w| w == b"hello over tls")
+            .count()
+            < 16
+        {
+            let mut buf = [0u8; 65536];
+            let n = tcp.read(&mut buf).unwrap();
+            assert!(n > 0, "closed after {records} records");
+            raw.extend_from_slice(&buf[..n]);
+            // Whole records go to the client; a partial one waits for more bytes.
+            while raw.len() >= 5 && raw.len() >= 5 + u16::from_be_bytes([raw[3], raw[4]]) as usize {
+                let len = 5 + u16::from_be_bytes([raw[3], raw[4]]) as usize;
+                records += 1;
+                tls.read_tls(&mut &raw[..len]).unwrap();
+                tls.process_new_packets().unwrap();
+                let _ = tls.reader().read_to_end(&mut answered);
+                raw.drain(..len);
+            }
+        }
+        assert_eq!(records, 1, "16 pipelined responses in one record");
+    });
+}
