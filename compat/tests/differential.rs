@@ -641,6 +641,29 @@ fn ask_both(
 // The cases
 // ---------------------------------------------------------------------------------------
 
+/// The run is what it says: on a TLS run (`FIBR_COMPAT_TLS=1`) fibr answers a request sent
+/// in plain TCP with its 400 for plain HTTP on an HTTPS port, and axum's TLS accept fails it;
+/// on a plain run both answer it.
+#[test]
+fn the_run_speaks_what_it_says() {
+    let s = servers();
+    for addr in [s.fibr, s.axum] {
+        let mut plain = std::net::TcpStream::connect(addr).unwrap();
+        plain.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        plain
+            .write_all(&req("GET", "/", &[("connection", "close")], b""))
+            .unwrap();
+        let mut got = Vec::new();
+        let _ = plain.read_to_end(&mut got);
+        let head = String::from_utf8_lossy(&got[..got.len().min(12)]).into_owned();
+        match (compat::tls().is_some(), addr == s.fibr) {
+            (false, _) => assert_eq!(head, "HTTP/1.1 200", "plain run"),
+            (true, true) => assert_eq!(head, "HTTP/1.1 400", "fibr on a TLS run"),
+            (true, false) => assert!(!head.starts_with("HTTP"), "axum on a TLS run: {head:?}"),
+        }
+    }
+}
+
 /// Every plain route through every client: same status, headers, body, trailers.
 #[test]
 fn routes_agree_on_all_clients() {
