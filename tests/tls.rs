@@ -623,9 +623,23 @@ fn start_axum_tls(config: rustls::ServerConfig) -> (SocketAddr, tokio::runtime::
     (addr, rt)
 }
 
+/// A request through fibr's client, and its status and whole body.
+async fn fetch<C: fibr::client::Connector>(
+    client: &fibr::client::Client<C>,
+    req: http::Request<http_body_util::Full<bytes::Bytes>>,
+) -> (http::StatusCode, bytes::Bytes) {
+    use http_body_util::BodyExt;
+    let resp = client.request(req).await.expect("a response over https");
+    let status = resp.status();
+    (status, resp.into_body().collect().await.unwrap().to_bytes())
+}
+
+fn https(addr: SocketAddr, path: &str) -> http::request::Builder {
+    http::Request::builder().uri(format!("https://localhost:{}{path}", addr.port()))
+}
+
 #[test]
 fn fibr_client_over_https_to_fibr_and_to_axum_on_tokio_rustls() {
-    use http_body_util::BodyExt;
     bounded(LIMIT, || {
         let pki = Pki::new();
         let leaf = pki.server(&["localhost"]);
@@ -634,58 +648,32 @@ fn fibr_client_over_https_to_fibr_and_to_axum_on_tokio_rustls() {
         let client = fibr::client::Client::builder()
             .tls_config(Arc::new(pki.client_config()))
             .build_https();
+        let empty = http_body_util::Full::<bytes::Bytes>::default;
         fibr::run(async move {
             for (n, addr) in [fibr_addr, axum_addr].into_iter().enumerate() {
                 for _ in 0..3 {
-                    let uri: http::Uri = format!("https://localhost:{}/", addr.port())
-                        .parse()
-                        .unwrap();
-                    let resp = client.get(uri).await.expect("GET over https");
-                    assert_eq!(resp.status(), 200);
-                    let body = resp.into_body().collect().await.unwrap().to_bytes();
-                    assert_eq!(&body[..], b"hello over tls");
+                    let (status, body) =
+                        fetch(&client, https(addr, "/").body(empty()).unwrap()).await;
+                    assert_eq!((status.as_u16(), &body[..]), (200, &b"hello over tls"[..]));
                 }
                 assert_eq!(
                     client.idle_connections(),
                     n + 1,
                     "one kept-alive connection per server"
                 );
-                let uri: http::Uri = format!("https://localhost:{}/big", addr.port())
-                    .parse()
-                    .unwrap();
-                let body = client
-                    .get(uri)
-                    .await
-                    .unwrap()
-                    .into_body()
-                    .collect()
-                    .await
-                    .unwrap()
-                    .to_bytes();
+                let (_, body) = fetch(&client, https(addr, "/big").body(empty()).unwrap()).await;
                 assert!(body.len() == 8 << 20 && body.iter().all(|b| *b == b'x'));
                 let upload = bytes::Bytes::from(vec![9u8; 1 << 20]);
-                let req = http::Request::post(format!("https://localhost:{}/echo", addr.port()))
+                let req = https(addr, "/echo")
+                    .method("POST")
                     .body(http_body_util::Full::new(upload.clone()))
                     .unwrap();
-                let body = client
-                    .request(req)
-                    .await
-                    .unwrap()
-                    .into_body()
-                    .collect()
-                    .await
-                    .unwrap()
-                    .to_bytes();
-                assert!(body == upload, "1 MiB echoed");
+                assert!(fetch(&client, req).await.1 == upload, "1 MiB echoed");
             }
             // The default roots (webpki's) do not include the test CA: refused.
             let err = fibr::client::Client::builder()
                 .build_https()
-                .get(
-                    format!("https://localhost:{}/", fibr_addr.port())
-                        .parse::<http::Uri>()
-                        .unwrap(),
-                )
+                .request(https(fibr_addr, "/").body(empty()).unwrap())
                 .await
                 .expect_err("the test CA is not among the webpki roots");
             assert!(err.to_string().contains("certificate"), "{err}");
