@@ -4,6 +4,7 @@ mod body;
 mod config;
 mod file;
 pub(crate) mod h1;
+pub(crate) mod h2;
 mod serve;
 mod server;
 mod service;

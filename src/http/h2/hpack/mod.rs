@@ -1,0 +1,1 @@
+//! HPACK (RFC 7541): header compression for HTTP/2.
