@@ -7,6 +7,8 @@
 mod encoder;
 mod huffman;
 mod table;
+#[cfg(test)]
+mod tests;
 
 // Until the connection machine uses them, only the tests do.
 #[allow(unused_imports)]
@@ -180,7 +182,7 @@ impl Decoder {
     }
 
     #[cfg(test)]
-    pub(super) fn table(&self) -> &Table {
+    fn table(&self) -> &Table {
         &self.table
     }
 }
@@ -219,7 +221,7 @@ impl Scratch {
 
 /// §5.1: an integer whose `prefix` low bits are in `first`, continuing in `src`.
 fn decode_int(first: u8, prefix: u8, src: &mut &[u8]) -> Result<usize, DecodeError> {
-    let max_prefix = (1u8 << prefix) - 1;
+    let max_prefix = ((1u16 << prefix) - 1) as u8;
     let mut value = u64::from(first & max_prefix);
     if value < u64::from(max_prefix) {
         return Ok(value as usize);

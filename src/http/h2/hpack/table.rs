@@ -77,17 +77,17 @@ pub(super) fn static_lookup(name: &[u8], value: &[u8]) -> Option<(usize, bool)> 
         b":method" => match value {
             b"GET" => return Some((2, true)),
             b"POST" => return Some((3, true)),
-            _ => 2,
+            _ => return Some((2, false)),
         },
         b":path" => match value {
             b"/" => return Some((4, true)),
             b"/index.html" => return Some((5, true)),
-            _ => 4,
+            _ => return Some((4, false)),
         },
         b":scheme" => match value {
             b"http" => return Some((6, true)),
             b"https" => return Some((7, true)),
-            _ => 6,
+            _ => return Some((6, false)),
         },
         b":status" => match value {
             b"200" => return Some((8, true)),
@@ -97,7 +97,7 @@ pub(super) fn static_lookup(name: &[u8], value: &[u8]) -> Option<(usize, bool)> 
             b"400" => return Some((12, true)),
             b"404" => return Some((13, true)),
             b"500" => return Some((14, true)),
-            _ => 8,
+            _ => return Some((8, false)),
         },
         b"accept-charset" => 15,
         b"accept-encoding" => return Some((16, value == b"gzip, deflate")),
@@ -148,7 +148,7 @@ pub(super) fn static_lookup(name: &[u8], value: &[u8]) -> Option<(usize, bool)> 
         b"www-authenticate" => 61,
         _ => return None,
     };
-    // The entries with a value are all matched above; the rest have an empty one.
+    // The names with values in the table returned above; these entries have an empty one.
     Some((index, value.is_empty()))
 }
 
