@@ -122,6 +122,26 @@ impl Incoming {
         expect_continue: bool,
         limit: usize,
     ) -> (Incoming, BodySender) {
+        Incoming::make_channel(conn, length, expect_continue, limit, usize::MAX)
+    }
+
+    /// A body fed by an HTTP/2 stream whose window is `window`: the connection is woken
+    /// each time the reader has taken half of it, so the window reopens in batches.
+    pub(crate) fn stream_channel(
+        conn: Waker,
+        length: Option<u64>,
+        window: usize,
+    ) -> (Incoming, BodySender) {
+        Incoming::make_channel(conn, length, false, window, (window / 2).max(1))
+    }
+
+    fn make_channel(
+        conn: Waker,
+        length: Option<u64>,
+        expect_continue: bool,
+        limit: usize,
+        credit_wake: usize,
+    ) -> (Incoming, BodySender) {
         let chan = Arc::new(BodyChan {
             state: Mutex::new(ChanState {
                 chunks: VecDeque::new(),
@@ -132,9 +152,11 @@ impl Incoming {
                 wanted: false,
                 expect_continue,
                 full: false,
+                consumed: 0,
             }),
             conn,
             limit,
+            credit_wake,
         });
         (
             Incoming {
@@ -162,6 +184,9 @@ struct BodyChan {
     conn: Waker,
     /// Bytes buffered before the connection holds reads.
     limit: usize,
+    /// HTTP/2: the connection is woken once the reader has taken this many bytes, to
+    /// reopen the client's window (`usize::MAX`: HTTP/1, which has no windows).
+    credit_wake: usize,
 }
 
 enum End {
@@ -181,6 +206,8 @@ struct ChanState {
     expect_continue: bool,
     /// The buffer reached its bound: the connection waits for room.
     full: bool,
+    /// Bytes the reader took that the connection has not counted yet (HTTP/2's credit).
+    consumed: usize,
 }
 
 /// The connection's end of a body channel.
@@ -247,6 +274,12 @@ impl BodySink for BodySender {
     }
 }
 
+impl crate::http::h2::server::StreamSink for BodySender {
+    fn take_consumed(&mut self) -> usize {
+        std::mem::take(&mut self.chan.state.lock().unwrap().consumed)
+    }
+}
+
 impl Drop for BodySender {
     fn drop(&mut self) {
         // A body the connection stopped feeding without finishing it is incomplete.
@@ -275,6 +308,14 @@ impl Body for Incoming {
         let mut st = chan.state.lock().unwrap();
         if let Some(data) = st.chunks.pop_front() {
             st.buffered -= data.len();
+            let before = st.consumed;
+            st.consumed += data.len();
+            if before < chan.credit_wake && st.consumed >= chan.credit_wake {
+                // Enough to reopen the client's window (HTTP/2).
+                drop(st);
+                chan.conn.wake_by_ref();
+                return Poll::Ready(Some(Ok(Frame::data(data))));
+            }
             if st.full && st.buffered < chan.limit / 2 {
                 // Room again: the connection reads on.
                 st.full = false;

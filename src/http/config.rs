@@ -1,5 +1,6 @@
 //! HTTP server settings: limits, timeouts, keep-alive.
 
+pub use super::h2::config::Http2Config;
 use std::time::Duration;
 
 /// Limits and timeouts of fibr's HTTP server. Every limit is answered with the status the
@@ -44,6 +45,10 @@ pub struct ServerConfig {
     /// With TLS (`serve(..).with_tls(..)`): how long a handshake may take before the
     /// connection is closed.
     pub tls_handshake_timeout: Option<Duration>,
+    /// HTTP/2: h2c on or off, HTTP/2 only, SETTINGS and the protections' bounds. The
+    /// preface and first SETTINGS must come within `header_read_timeout`; an HTTP/2
+    /// connection with no stream open closes after `idle_timeout`.
+    pub http2: Http2Config,
 }
 
 impl Default for ServerConfig {
@@ -62,6 +67,7 @@ impl Default for ServerConfig {
             max_pipelined: 64,
             response_buffer: 64 * 1024,
             tls_handshake_timeout: Some(Duration::from_secs(10)),
+            http2: Http2Config::default(),
         }
     }
 }
@@ -80,4 +86,5 @@ config_setters!(ServerConfig {
     set with_max_pipelined => max_pipelined: usize,
     set with_response_buffer => response_buffer: usize,
     opt with_tls_handshake_timeout => tls_handshake_timeout: Duration,
+    set with_http2 => http2: Http2Config,
 });

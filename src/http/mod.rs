@@ -7,12 +7,13 @@ pub(crate) mod h1;
 pub(crate) mod h2;
 mod serve;
 mod server;
+mod server_h2;
 mod service;
 #[cfg(feature = "hyper")]
 mod upgrade;
 
 pub use body::{BodyError, Incoming};
-pub use config::ServerConfig;
+pub use config::{Http2Config, ServerConfig};
 pub use file::FileBody;
 pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};
 pub use server::Server;

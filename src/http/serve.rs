@@ -119,6 +119,8 @@ where
         rt.ensure_running()?;
         #[cfg(feature = "tls")]
         let handshake_timeout = self.config.tls_handshake_timeout;
+        #[cfg(feature = "tls")]
+        let http2_only = self.config.http2.only;
         let server = Server::<M, Marker>::with_config(self.app, self.config);
         let shared = server.shared().clone();
         let raw = fd.as_raw_fd();
@@ -126,7 +128,7 @@ where
         #[cfg(feature = "tls")]
         let handler: Arc<dyn Handler> = match self.tls {
             Some(tls) => Arc::new(
-                crate::tls::TlsServer::with_arc(crate::tls::for_http(tls), handler)
+                crate::tls::TlsServer::with_arc(crate::tls::for_http(tls, http2_only), handler)
                     .with_handshake_timeout(handshake_timeout)
                     .with_plain_http_answer(true),
             ),

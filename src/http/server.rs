@@ -18,6 +18,7 @@ use super::h1::parse::RequestHead;
 use super::h1::server::{
     After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started,
 };
+use super::server_h2::{with_h2, H2State};
 use super::service::{BoxError, ConnInfo, MakeService};
 use crate::time::Sleep;
 use crate::{Conn, Handler};
@@ -78,7 +79,7 @@ fn round_date() -> [u8; DATE_LEN] {
 }
 
 /// The machine's view of the round's time.
-fn round_clock() -> Clock {
+pub(super) fn round_clock() -> Clock {
     Clock {
         now: round_now(),
         date: round_date,
@@ -88,7 +89,7 @@ fn round_clock() -> Clock {
 /// Runs one round of a connection's HTTP work with an empty output buffer, which the round
 /// sends before it ends (`ConnState::drive`). The buffer is taken out of the thread-local
 /// (not borrowed), so even a nested round could never see another connection's bytes.
-fn with_round_output<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+pub(super) fn with_round_output<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
     let mut out = ROUND_OUTPUT.with(|o| o.take());
     out.clear();
     ROUND_CLOCK.with(|c| c.set(None));
@@ -179,7 +180,7 @@ impl<M> Shared<M> {
 
 /// One request's progress on the driver's side, from the service call to the last byte of
 /// its response (the machine keeps its order, framing and keep-alive).
-enum Stage<F, B> {
+pub(super) enum Stage<F, B> {
     /// The service was not ready: the request waits (boxed: rare, and large).
     Waiting(Box<Request<Incoming>>),
     Calling(Pin<Box<F>>),
@@ -196,7 +197,7 @@ enum Stage<F, B> {
 
 /// Polls a service call once: the stage it is in afterwards. A failure or a panic becomes
 /// a 500 (a failed call also ends the connection).
-fn poll_call<F, B, E>(mut fut: Pin<Box<F>>, cx: &mut Context<'_>) -> Stage<F, B>
+pub(super) fn poll_call<F, B, E>(mut fut: Pin<Box<F>>, cx: &mut Context<'_>) -> Stage<F, B>
 where
     F: Future<Output = Result<Response<B>, E>>,
     E: Into<BoxError>,
@@ -235,13 +236,13 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
 /// What the connection's TLS negotiated (feature `tls`): every request gets it as an
 /// extension, and an upgrade cannot be handed to hyper (the TLS session stays here).
 #[derive(Default)]
-struct ConnTls {
+pub(super) struct ConnTls {
     #[cfg(feature = "tls")]
     info: Option<crate::tls::TlsInfo>,
 }
 
 impl ConnTls {
-    fn of(_conn: &Conn) -> ConnTls {
+    pub(super) fn of(_conn: &Conn) -> ConnTls {
         ConnTls {
             #[cfg(feature = "tls")]
             info: _conn.tls_info(),
@@ -255,7 +256,18 @@ impl ConnTls {
         false
     }
 
-    fn extend(&self, _req: &mut Request<Incoming>) {
+    /// Whether ALPN chose HTTP/2.
+    pub(super) fn alpn_is_h2(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self
+            .info
+            .as_ref()
+            .is_some_and(|i| i.alpn_protocol() == Some(b"h2"));
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
+    pub(super) fn extend(&self, _req: &mut Request<Incoming>) {
         #[cfg(feature = "tls")]
         if let Some(info) = &self.info {
             _req.extensions_mut().insert(info.clone());
@@ -294,12 +306,17 @@ where
         };
         shared.live.fetch_add(1, Ordering::AcqRel);
         shared.conns.lock().unwrap().push(conn.clone());
+        let tls = ConnTls::of(conn);
+        if tls.alpn_is_h2() {
+            H2State::<S, B>::start(conn, svc, tls, &shared.config, &[]);
+            return;
+        }
         let state: ConnState<S, B> = ConnState {
             svc,
             waker: conn.waker(),
             h1: ServerConn::new(Instant::now()),
             timer: None,
-            tls: ConnTls::of(conn),
+            tls,
         };
         conn.set_context(state);
         with_state::<S, B, _>(conn, |st| {
@@ -316,20 +333,29 @@ where
     }
 
     fn on_drained(&self, conn: &Conn) {
-        with_state::<S, B, _>(conn, |st| {
-            with_round_output(|out| st.drive(conn, &self.shared.config, out))
-        });
+        let cfg = &self.shared.config;
+        let h1 =
+            with_state::<S, B, _>(conn, |st| with_round_output(|out| st.drive(conn, cfg, out)));
+        if h1.is_none() {
+            with_h2::<S, B, _>(conn, |st| st.round(conn, &[], cfg, false));
+        }
     }
 
     fn on_eof(&self, conn: &Conn) {
-        with_state::<S, B, _>(conn, |st| {
+        let cfg = &self.shared.config;
+        let h1 = with_state::<S, B, _>(conn, |st| {
             st.h1.peer_closed();
-            with_round_output(|out| st.drive(conn, &self.shared.config, out));
+            with_round_output(|out| st.drive(conn, cfg, out));
         });
+        if h1.is_none() {
+            with_h2::<S, B, _>(conn, |st| st.peer_closed(conn, cfg));
+        }
     }
 
     fn on_close(&self, conn: &Conn, _err: Option<io::Error>) {
-        if conn.take_context::<ConnState<S, B>>().is_some() {
+        if conn.take_context::<ConnState<S, B>>().is_some()
+            || conn.take_context::<H2State<S, B>>().is_some()
+        {
             self.shared.forget(conn);
         }
     }
@@ -351,17 +377,36 @@ where
     /// connection to hyper instead.
     fn round(&self, conn: &Conn, data: &[u8]) {
         let cfg = &self.shared.config;
+        let draining = data.is_empty() && self.shared.draining.load(Ordering::Acquire);
         let upgrade = with_state::<S, B, _>(conn, |st| {
-            if data.is_empty() && self.shared.draining.load(Ordering::Acquire) {
+            let h2 = cfg.http2.only || (cfg.http2.h2c && is_preface_start(data));
+            if h2 && !data.is_empty() && st.h1.is_fresh() {
+                return Round::ToHttp2;
+            }
+            if draining {
                 st.h1.drain();
             }
-            with_round_output(|out| {
+            Round::Done(with_round_output(|out| {
                 st.receive(conn, data, cfg, out);
                 st.drive(conn, cfg, out)
-            })
+            }))
         });
+        let upgrade = match upgrade {
+            None => {
+                with_h2::<S, B, _>(conn, |st| st.round(conn, data, cfg, draining));
+                return;
+            }
+            Some(Round::ToHttp2) => {
+                // h2c with prior knowledge: the connection opened with the preface.
+                if let Some(st) = conn.take_context::<ConnState<S, B>>() {
+                    H2State::<S, B>::start(conn, st.svc, st.tls, cfg, data);
+                }
+                return;
+            }
+            Some(Round::Done(upgrade)) => upgrade,
+        };
         #[cfg(feature = "hyper")]
-        if let Some(Some(prefix)) = upgrade {
+        if let Some(prefix) = upgrade {
             if let Some(st) = conn.take_context::<ConnState<S, B>>() {
                 self.shared.forget(conn);
                 super::upgrade::hand_off(conn, prefix, st.svc);
@@ -370,6 +415,22 @@ where
         #[cfg(not(feature = "hyper"))]
         let _ = upgrade;
     }
+}
+
+/// What an HTTP/1 round did.
+enum Round {
+    /// Ran; the bytes of an upgrade request to hand over, if one is next.
+    Done(Option<Vec<u8>>),
+    /// The connection's first bytes are the HTTP/2 preface.
+    ToHttp2,
+}
+
+/// Whether a connection's first bytes begin the HTTP/2 preface (all of them, or as many
+/// as came).
+fn is_preface_start(data: &[u8]) -> bool {
+    let preface = super::h2::frame::PREFACE;
+    let n = data.len().min(preface.len());
+    n > 0 && data[..n] == preface[..n]
 }
 
 /// Runs `f` on the connection's HTTP state (none once it is closed).
@@ -428,7 +489,7 @@ where
         *req.version_mut() = head.version;
         *req.headers_mut() = head.headers;
         self.tls.extend(&mut req);
-        let (exchange, called) = match self.try_call(req) {
+        let (exchange, called) = match call_service(self.svc, self.waker, req) {
             Ok(stage) => (stage, true),
             Err(req) => (Stage::Waiting(req), false),
         };
@@ -445,46 +506,44 @@ where
     }
 }
 
-impl<S, B> Calls<'_, S>
+/// Calls the service if it is ready (and polls the call once); gives the request back if
+/// it is not. A failure or panic becomes a 500 (one in `poll_ready` also ends the
+/// connection).
+pub(super) fn call_service<S, B>(
+    svc: &mut S,
+    waker: &Waker,
+    req: Request<Incoming>,
+) -> Result<Stage<S::Future, B>, Box<Request<Incoming>>>
 where
     S: Service<Request<Incoming>, Response = Response<B>>,
     S::Error: Into<BoxError>,
 {
-    /// Calls the service if it is ready (and polls the call once); gives the request back
-    /// if it is not.
-    fn try_call(
-        &mut self,
-        req: Request<Incoming>,
-    ) -> Result<Stage<S::Future, B>, Box<Request<Incoming>>> {
-        let mut cx = Context::from_waker(self.waker);
-        match catch_unwind(AssertUnwindSafe(|| self.svc.poll_ready(&mut cx))) {
-            Ok(Poll::Pending) => Err(Box::new(req)),
-            Ok(Poll::Ready(Ok(()))) => Ok(
-                match catch_unwind(AssertUnwindSafe(|| self.svc.call(req))) {
-                    Ok(fut) => poll_call(Box::pin(fut), &mut cx),
-                    Err(_) => {
-                        tracing::error!("the service panicked while being called");
-                        Stage::Failed {
-                            status: StatusCode::INTERNAL_SERVER_ERROR,
-                            close: false,
-                        }
-                    }
-                },
-            ),
-            Ok(Poll::Ready(Err(e))) => {
-                tracing::error!(error = %e.into(), "the service failed");
-                Ok(Stage::Failed {
-                    status: StatusCode::INTERNAL_SERVER_ERROR,
-                    close: true,
-                })
-            }
+    let mut cx = Context::from_waker(waker);
+    match catch_unwind(AssertUnwindSafe(|| svc.poll_ready(&mut cx))) {
+        Ok(Poll::Pending) => Err(Box::new(req)),
+        Ok(Poll::Ready(Ok(()))) => Ok(match catch_unwind(AssertUnwindSafe(|| svc.call(req))) {
+            Ok(fut) => poll_call(Box::pin(fut), &mut cx),
             Err(_) => {
-                tracing::error!("the service panicked in poll_ready");
-                Ok(Stage::Failed {
+                tracing::error!("the service panicked while being called");
+                Stage::Failed {
                     status: StatusCode::INTERNAL_SERVER_ERROR,
-                    close: true,
-                })
+                    close: false,
+                }
             }
+        }),
+        Ok(Poll::Ready(Err(e))) => {
+            tracing::error!(error = %e.into(), "the service failed");
+            Ok(Stage::Failed {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                close: true,
+            })
+        }
+        Err(_) => {
+            tracing::error!("the service panicked in poll_ready");
+            Ok(Stage::Failed {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                close: true,
+            })
         }
     }
 }
@@ -590,8 +649,8 @@ where
         let Stage::Waiting(req) = std::mem::replace(stage, Stage::Moving) else {
             return;
         };
-        let (h1, mut calls) = self.split(conn, cfg);
-        let called = calls.try_call(*req);
+        let (h1, calls) = self.split(conn, cfg);
+        let called = call_service(calls.svc, calls.waker, *req);
         let now_called = called.is_ok();
         if let Some(stage) = h1.last_mut() {
             *stage = match called {
@@ -604,23 +663,27 @@ where
         }
     }
 
-    /// Keeps one timer armed for the machine's deadline.
     fn arm_timer(&mut self, deadline: Option<Instant>) {
-        let Some(at) = deadline else {
-            self.timer = None;
-            return;
-        };
-        // A timer that fires early is fine (the machine re-arms it); one that fires late
-        // is not.
-        if self.timer.as_ref().is_none_or(|t| t.deadline() > at) {
-            self.timer = Some(crate::time::sleep_until(at));
-        }
-        if let Some(t) = self.timer.as_mut() {
-            let mut cx = Context::from_waker(&self.waker);
-            if Pin::new(t).poll(&mut cx).is_ready() {
-                self.timer = None;
-                self.waker.wake_by_ref();
-            }
+        arm_timer(&mut self.timer, deadline, &self.waker);
+    }
+}
+
+/// Keeps one timer armed for a machine's deadline (none: no timer); it wakes `waker`.
+pub(super) fn arm_timer(timer: &mut Option<Sleep>, deadline: Option<Instant>, waker: &Waker) {
+    let Some(at) = deadline else {
+        *timer = None;
+        return;
+    };
+    // A timer that fires early is fine (the machine re-arms it); one that fires late is
+    // not.
+    if timer.as_ref().is_none_or(|t| t.deadline() > at) {
+        *timer = Some(crate::time::sleep_until(at));
+    }
+    if let Some(t) = timer.as_mut() {
+        let mut cx = Context::from_waker(waker);
+        if Pin::new(t).poll(&mut cx).is_ready() {
+            *timer = None;
+            waker.wake_by_ref();
         }
     }
 }

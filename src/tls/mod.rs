@@ -182,16 +182,20 @@ impl Handler for TlsServer {
 }
 
 /// `config` as an HTTP server uses it: ALPN filled in with what fibr serves when the
-/// config names none, and session tickets on when it has no ticketer (resumption without
-/// a server-side cache lookup; the config's session cache still serves TLS 1.2 IDs),
-/// from [`crypto_provider`].
-pub(crate) fn for_http(config: Arc<ServerConfig>) -> Arc<ServerConfig> {
+/// config names none (`h2` first, then `http/1.1`; `h2` alone for an HTTP/2-only server),
+/// and session tickets on when it has no ticketer (resumption without a server-side cache
+/// lookup; the config's session cache still serves TLS 1.2 IDs), from [`crypto_provider`].
+pub(crate) fn for_http(config: Arc<ServerConfig>, http2_only: bool) -> Arc<ServerConfig> {
     if !config.alpn_protocols.is_empty() && config.ticketer.enabled() {
         return config;
     }
     let mut config = Arc::unwrap_or_clone(config);
     if config.alpn_protocols.is_empty() {
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = if http2_only {
+            vec![b"h2".to_vec()]
+        } else {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        };
     }
     if !config.ticketer.enabled() {
         match ticketer() {

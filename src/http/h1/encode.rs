@@ -209,18 +209,21 @@ pub(crate) fn put_header(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b"\r\n");
 }
 
-pub(crate) fn put_dec(mut n: u64, out: &mut Vec<u8>) {
-    let mut buf = [0u8; 20];
+pub(crate) fn put_dec(n: u64, out: &mut Vec<u8>) {
+    out.extend_from_slice(decimal(n, &mut [0; 20]));
+}
+
+/// `n` in decimal, written at the end of `buf` (no allocation).
+pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;
         buf[i] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
-            break;
+            return &buf[i..];
         }
     }
-    out.extend_from_slice(&buf[i..]);
 }
 
 fn has_token(value: &HeaderValue, token: &[u8]) -> bool {

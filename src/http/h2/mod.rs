@@ -5,5 +5,7 @@
 //! driver use the codecs, only their tests do.
 #![allow(dead_code)]
 
+pub(crate) mod config;
 pub(crate) mod frame;
 pub(crate) mod hpack;
+pub(crate) mod server;

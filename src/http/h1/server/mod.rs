@@ -562,6 +562,12 @@ impl<B: BodySink, X> ServerConn<B, X> {
         self.parked
     }
 
+    /// Nothing has been received yet (so the connection may still turn out to speak
+    /// another protocol, e.g. the HTTP/2 preface).
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.served == 0 && self.queue.is_empty() && self.kept.is_empty()
+    }
+
     /// The response to write next. Before it, an owed `100 Continue` goes out here once
     /// the service has asked for the body and every earlier response is written.
     pub(crate) fn front(&mut self, out: &mut Vec<u8>) -> Option<Front<'_, X>> {

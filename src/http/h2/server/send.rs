@@ -1,0 +1,171 @@
+//! The send side of one stream: its response head, DATA under both flow-control windows,
+//! trailers, and resets, written into the round's output.
+
+use super::{SendState, Sending, StreamState};
+use crate::http::h1::encode::decimal;
+use crate::http::h1::server::Clock;
+use crate::http::h2::frame::{self, ErrorCode};
+use bytes::Buf;
+use http::header::{self, HeaderMap};
+use http::{response, StatusCode};
+
+/// Writes one stream's response (handed to the driver by `ServerConn::each_stream`).
+pub(crate) struct StreamWriter<'a, B> {
+    id: u32,
+    st: &'a mut StreamState<B>,
+    send: &'a mut SendState,
+    clock: Clock,
+    out: &'a mut Vec<u8>,
+}
+
+/// Response fields HTTP/2 forbids (§8.2.2): dropped, as hyper does.
+const CONNECTION_SPECIFIC: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+impl<'a, B> StreamWriter<'a, B> {
+    pub(super) fn new(
+        id: u32,
+        st: &'a mut StreamState<B>,
+        send: &'a mut SendState,
+        clock: Clock,
+        out: &'a mut Vec<u8>,
+    ) -> StreamWriter<'a, B> {
+        StreamWriter {
+            id,
+            st,
+            send,
+            clock,
+            out,
+        }
+    }
+
+    /// The stream's id.
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Whether the response head is still to be written.
+    pub(crate) fn awaits_head(&self) -> bool {
+        self.st.sending == Sending::Head
+    }
+
+    /// Writes the response head (with `date`, and `content-length` when `exact` is known).
+    /// Returns whether a body follows; if not (HEAD, 204, 304, an empty body) the stream's
+    /// side is ended and the driver drops the body.
+    pub(crate) fn respond(&mut self, parts: &mut response::Parts, exact: Option<u64>) -> bool {
+        if self.st.sending != Sending::Head {
+            return false;
+        }
+        for name in CONNECTION_SPECIFIC {
+            if parts.headers.contains_key(name) {
+                tracing::debug!(name, "dropping a connection-specific response field");
+                parts.headers.remove(name);
+            }
+        }
+        let status = parts.status;
+        let no_body_status = status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
+        let body = !(self.st.head_only || no_body_status || exact == Some(0));
+        let mark = frame::begin_headers(self.out);
+        let encoder = &mut self.send.encoder;
+        encoder.encode_response(status, &parts.headers, self.out);
+        if !parts.headers.contains_key(header::DATE) {
+            encoder.encode_field(b"date", &(self.clock.date)(), false, self.out);
+        }
+        if let Some(n) = exact.filter(|_| !no_body_status) {
+            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+                let mut buf = [0; 20];
+                let digits = decimal(n, &mut buf);
+                encoder.encode_field(b"content-length", digits, false, self.out);
+            }
+        }
+        frame::finish_headers(
+            self.out,
+            mark,
+            self.id,
+            !body,
+            self.send.peer.max_frame_size,
+        );
+        self.st.sending = if body { Sending::Body } else { Sending::Done };
+        body
+    }
+
+    /// How many body bytes both windows allow now.
+    pub(crate) fn window(&self) -> usize {
+        self.st.send_window.min(self.send.window).max(0) as usize
+    }
+
+    /// Writes as much of `data` as the windows allow, in frames of at most the client's
+    /// SETTINGS_MAX_FRAME_SIZE; `end_stream` marks the last DATA once all of it is out.
+    /// Returns whether all of `data` was written (if not, the rest waits for a
+    /// WINDOW_UPDATE; the driver keeps it).
+    pub(crate) fn send_data(&mut self, data: &mut impl Buf, end_stream: bool) -> bool {
+        if self.st.sending != Sending::Body {
+            data.advance(data.remaining());
+            return true;
+        }
+        loop {
+            let remaining = data.remaining();
+            if remaining == 0 {
+                if end_stream {
+                    frame::write_data_head(self.out, self.id, 0, true);
+                    self.st.sending = Sending::Done;
+                }
+                return true;
+            }
+            let n = remaining
+                .min(self.window())
+                .min(self.send.peer.max_frame_size as usize);
+            if n == 0 {
+                return false;
+            }
+            let last = end_stream && n == remaining;
+            frame::write_data_head(self.out, self.id, n, last);
+            let mut left = n;
+            while left > 0 {
+                let chunk = data.chunk();
+                let k = chunk.len().min(left);
+                self.out.extend_from_slice(&chunk[..k]);
+                data.advance(k);
+                left -= k;
+            }
+            self.st.send_window -= n as i64;
+            self.send.window -= n as i64;
+            if last {
+                self.st.sending = Sending::Done;
+                return true;
+            }
+        }
+    }
+
+    /// Ends the response: with trailers (a HEADERS frame with END_STREAM), or an empty
+    /// DATA frame with END_STREAM.
+    pub(crate) fn finish(&mut self, trailers: Option<&HeaderMap>) {
+        if self.st.sending != Sending::Body {
+            return;
+        }
+        match trailers.filter(|t| !t.is_empty()) {
+            Some(t) => {
+                let mark = frame::begin_headers(self.out);
+                self.send.encoder.encode_trailers(t, self.out);
+                frame::finish_headers(self.out, mark, self.id, true, self.send.peer.max_frame_size);
+            }
+            None => frame::write_data_head(self.out, self.id, 0, true),
+        }
+        self.st.sending = Sending::Done;
+    }
+
+    /// Abandons the stream (a failed body or service): RST_STREAM with `code`.
+    pub(crate) fn reset(&mut self, code: ErrorCode) {
+        if self.st.sending == Sending::Done && self.st.remote_closed {
+            return;
+        }
+        frame::write_rst_stream(self.out, self.id, code);
+        self.st.sending = Sending::Done;
+        self.st.remote_closed = true;
+    }
+}

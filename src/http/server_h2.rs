@@ -1,0 +1,316 @@
+//! The HTTP/2 server driver: joins the sans-IO machine (`h2::server::ServerConn`) to a
+//! fibr connection and a tower service.
+//!
+//! `Server` (in `server.rs`) owns the connection's callbacks; a connection that opened with
+//! the HTTP/2 preface (h2c) or chose `h2` by ALPN keeps an [`H2State`] as its context
+//! instead of HTTP/1's, and each callback comes here. A round feeds the machine the bytes
+//! read (it dispatches every request in them: the service is called and its future polled
+//! once, right there), then polls every stream's future and body and writes what is
+//! ready through the stream's writer, within both flow-control windows, into the round's
+//! one output. A stream whose window is closed keeps its unsent bytes until a
+//! WINDOW_UPDATE arrives (which runs a round); one whose output is over
+//! `response_buffer` waits for `on_drained`.
+
+use super::body::{BodySender, Incoming};
+use super::config::ServerConfig;
+use super::h2::frame::ErrorCode;
+use super::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter};
+use super::server::{arm_timer, call_service, poll_call, round_clock, with_round_output};
+use super::server::{ConnTls, Stage};
+use super::service::BoxError;
+use crate::time::Sleep;
+use crate::Conn;
+use http::{Request, Response, Version};
+use http_body::Body;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+use tower_service::Service;
+
+/// One stream's progress on the driver's side.
+pub(super) struct Exchange<F, B: Body> {
+    stage: Stage<F, B>,
+    /// Body bytes the windows did not let out yet.
+    unsent: Option<B::Data>,
+}
+
+type Machine<S, B> = ServerConn<BodySender, Exchange<<S as Service<Request<Incoming>>>::Future, B>>;
+
+/// An HTTP/2 connection's state, kept as the connection's context.
+pub(super) struct H2State<S: Service<Request<Incoming>>, B: Body> {
+    svc: S,
+    waker: Waker,
+    h2: Machine<S, B>,
+    timer: Option<Sleep>,
+    tls: ConnTls,
+}
+
+/// The service side of the machine's [`Dispatch`], for one callback.
+struct Calls<'a, S> {
+    svc: &'a mut S,
+    waker: &'a Waker,
+    cfg: &'a ServerConfig,
+    tls: &'a ConnTls,
+}
+
+impl<S, B> Dispatch for Calls<'_, S>
+where
+    S: Service<Request<Incoming>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    B: Body,
+{
+    type Exchange = Exchange<S::Future, B>;
+    type Body = BodySender;
+
+    fn dispatch(
+        &mut self,
+        _stream: u32,
+        head: RequestHead,
+        body: Option<NewBody>,
+    ) -> (Self::Exchange, Option<BodySender>) {
+        let (incoming, sender) = match body {
+            None => (Incoming::empty(), None),
+            Some(b) => {
+                let window = self.cfg.http2.initial_stream_window as usize;
+                let (incoming, sender) =
+                    Incoming::stream_channel(self.waker.clone(), b.length, window);
+                (incoming, Some(sender))
+            }
+        };
+        let mut req = Request::new(incoming);
+        *req.method_mut() = head.method;
+        *req.uri_mut() = head.uri;
+        *req.version_mut() = Version::HTTP_2;
+        *req.headers_mut() = head.headers;
+        self.tls.extend(&mut req);
+        let stage = call_service(self.svc, self.waker, req).unwrap_or_else(Stage::Waiting);
+        let exchange = Exchange {
+            stage,
+            unsent: None,
+        };
+        (exchange, sender)
+    }
+}
+
+impl<S, B> H2State<S, B>
+where
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    /// Takes over a connection whose first bytes are `data` (the preface, for h2c) or
+    /// that chose `h2` by ALPN (`data` empty), and runs its first round.
+    pub(super) fn start(conn: &Conn, svc: S, tls: ConnTls, cfg: &ServerConfig, data: &[u8]) {
+        with_round_output(|out| {
+            let state: H2State<S, B> = H2State {
+                svc,
+                waker: conn.waker(),
+                h2: ServerConn::new(Instant::now(), &cfg.http2, out),
+                timer: None,
+                tls,
+            };
+            conn.set_context(state);
+            with_h2::<S, B, _>(conn, |st| {
+                st.receive(data, cfg, out);
+                st.drive(conn, cfg, out);
+            });
+        });
+    }
+
+    /// One round: the bytes read (none for a wake-up), then everything that is ready.
+    pub(super) fn round(&mut self, conn: &Conn, data: &[u8], cfg: &ServerConfig, draining: bool) {
+        with_round_output(|out| {
+            if draining {
+                self.h2.drain(out);
+            }
+            self.receive(data, cfg, out);
+            self.drive(conn, cfg, out);
+        });
+    }
+
+    /// The client finished sending.
+    pub(super) fn peer_closed(&mut self, conn: &Conn, cfg: &ServerConfig) {
+        self.h2.peer_closed();
+        with_round_output(|out| self.drive(conn, cfg, out));
+    }
+
+    fn receive(&mut self, data: &[u8], cfg: &ServerConfig, out: &mut Vec<u8>) {
+        if data.is_empty() {
+            return;
+        }
+        let mut calls = Calls {
+            svc: &mut self.svc,
+            waker: &self.waker,
+            cfg,
+            tls: &self.tls,
+        };
+        self.h2
+            .receive(round_clock(), data, &cfg.http2, &mut calls, out);
+    }
+
+    /// Polls every stream, writes what is ready, sends the round's output and applies the
+    /// machine's actions.
+    fn drive(&mut self, conn: &Conn, cfg: &ServerConfig, out: &mut Vec<u8>) {
+        let clock = round_clock();
+        let mut cx = Context::from_waker(&self.waker);
+        let svc = &mut self.svc;
+        let waker = &self.waker;
+        self.h2.each_stream(clock, out, |x, w| {
+            if let Stage::Waiting(_) = x.stage {
+                let Stage::Waiting(req) = std::mem::replace(&mut x.stage, Stage::Moving) else {
+                    unreachable!("matched above")
+                };
+                x.stage = call_service(svc, waker, *req).unwrap_or_else(Stage::Waiting);
+            }
+            progress(x, w, conn, &mut cx, cfg);
+        });
+        let actions = self.h2.end_round(clock, cfg, out);
+        if !out.is_empty() {
+            let _ = conn.send(out);
+            out.clear();
+        }
+        if actions.close {
+            conn.close();
+            return;
+        }
+        arm_timer(&mut self.timer, actions.deadline, &self.waker);
+    }
+}
+
+/// Moves one stream's exchange on as far as it goes now: the call, the head, the body.
+fn progress<F, B, E>(
+    x: &mut Exchange<F, B>,
+    w: &mut StreamWriter<'_, BodySender>,
+    conn: &Conn,
+    cx: &mut Context<'_>,
+    cfg: &ServerConfig,
+) where
+    F: std::future::Future<Output = Result<Response<B>, E>>,
+    E: Into<BoxError>,
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    loop {
+        match std::mem::replace(&mut x.stage, Stage::Moving) {
+            Stage::Calling(fut) => {
+                x.stage = poll_call(fut, cx);
+                if let Stage::Calling(_) = x.stage {
+                    return;
+                }
+            }
+            Stage::Ready(resp) => {
+                let (mut parts, body) = resp.into_parts();
+                let exact = body.size_hint().exact();
+                if w.respond(&mut parts, exact) {
+                    x.stage = Stage::Streaming(Box::pin(body));
+                }
+                // Otherwise the body is dropped: the stream is done.
+            }
+            Stage::Failed { status, close: _ } => {
+                let mut parts = Response::new(()).into_parts().0;
+                parts.status = status;
+                w.respond(&mut parts, Some(0));
+                return;
+            }
+            Stage::Streaming(body) => {
+                if let Some(body) = stream_body(x, body, w, conn, cx, cfg) {
+                    x.stage = Stage::Streaming(body);
+                }
+                return;
+            }
+            waiting => {
+                x.stage = waiting;
+                return;
+            }
+        }
+    }
+}
+
+/// Writes what a response body has ready, within the windows and the output bound;
+/// gives the body back while it has more to send.
+fn stream_body<F, B>(
+    x: &mut Exchange<F, B>,
+    mut body: Pin<Box<B>>,
+    w: &mut StreamWriter<'_, BodySender>,
+    conn: &Conn,
+    cx: &mut Context<'_>,
+    cfg: &ServerConfig,
+) -> Option<Pin<Box<B>>>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    if let Some(mut data) = x.unsent.take() {
+        let end = body.is_end_stream();
+        if !w.send_data(&mut data, end) {
+            x.unsent = Some(data);
+            return Some(body);
+        }
+        if end {
+            return None;
+        }
+    }
+    loop {
+        if w.window() == 0 {
+            return Some(body); // a WINDOW_UPDATE runs the next round
+        }
+        if conn.queued_bytes() >= cfg.response_buffer {
+            conn.wake_when_drained();
+            return Some(body);
+        }
+        match catch_unwind(AssertUnwindSafe(|| body.as_mut().poll_frame(cx))) {
+            Ok(Poll::Pending) => return Some(body),
+            Ok(Poll::Ready(None)) => {
+                w.finish(None);
+                return None;
+            }
+            Ok(Poll::Ready(Some(Ok(frame)))) => match frame.into_data() {
+                Ok(mut data) => {
+                    // The last piece carries END_STREAM itself (no empty DATA after it).
+                    let end = body.is_end_stream();
+                    if !w.send_data(&mut data, end) {
+                        x.unsent = Some(data);
+                        return Some(body);
+                    }
+                    if end {
+                        return None;
+                    }
+                }
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        w.finish(Some(&trailers));
+                        return None;
+                    }
+                }
+            },
+            Ok(Poll::Ready(Some(Err(e)))) => {
+                tracing::warn!(error = %e.into(), stream = w.id(), "a response body failed; resetting the stream");
+                w.reset(ErrorCode::INTERNAL_ERROR);
+                return None;
+            }
+            Err(_) => {
+                tracing::error!(
+                    stream = w.id(),
+                    "a response body panicked; resetting the stream"
+                );
+                w.reset(ErrorCode::INTERNAL_ERROR);
+                return None;
+            }
+        }
+    }
+}
+
+/// Runs `f` on the connection's HTTP/2 state (none if it has none).
+pub(super) fn with_h2<S, B, R>(conn: &Conn, f: impl FnOnce(&mut H2State<S, B>) -> R) -> Option<R>
+where
+    S: Service<Request<Incoming>> + Send + 'static,
+    S::Future: Send + 'static,
+    B: Body + Send + 'static,
+    B::Data: Send,
+{
+    conn.with_context::<H2State<S, B>, _>(|st| st.map(f))
+}
