@@ -49,12 +49,6 @@ pub(crate) struct Encoder {
     pending: Option<(usize, usize)>,
 }
 
-impl Default for Encoder {
-    fn default() -> Encoder {
-        Encoder::new()
-    }
-}
-
 impl Encoder {
     /// The peer's table starts at 4096 (RFC 9113 §6.5.2).
     pub(crate) fn new() -> Encoder {

@@ -199,10 +199,12 @@ impl Table {
         }
     }
 
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     pub(super) fn size(&self) -> usize {
         self.size
     }
