@@ -540,8 +540,8 @@ fn memory() {
         resp.table().len(),
         resp.table().size(),
     );
-    assert!(std::mem::size_of::<Decoder>() <= 96);
-    assert!(std::mem::size_of::<Encoder>() <= 96);
+    assert!(std::mem::size_of::<Decoder>() <= 72);
+    assert!(std::mem::size_of::<Encoder>() <= 72);
     assert!(request_heap <= 256, "{request_heap}");
     assert!(response_heap <= 256, "{response_heap}");
 }
