@@ -6,6 +6,7 @@ use super::{encode_int, huffman};
 /// The most dynamic table the encoder uses, whatever the peer allows: the RFC's default, and
 /// what a server's repeating response fields (content-type, server, vary, ...) need.
 const ENCODER_TABLE_CAP: usize = 4096;
+const _: () = assert!(ENCODER_TABLE_CAP <= u16::MAX as usize);
 
 /// How a literal field is represented (RFC 7541 §6.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,14 +46,9 @@ pub(crate) enum Huffman {
 #[derive(Debug)]
 pub(crate) struct Encoder {
     table: Table,
-    /// The peer's SETTINGS_HEADER_TABLE_SIZE changes since the last block: (smallest, last).
-    pending: Option<(usize, usize)>,
-}
-
-impl Default for Encoder {
-    fn default() -> Encoder {
-        Encoder::new()
-    }
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE changes since the last block, capped at
+    /// `ENCODER_TABLE_CAP`: (smallest, last).
+    pending: Option<(u16, u16)>,
 }
 
 impl Encoder {
@@ -67,6 +63,7 @@ impl Encoder {
     /// The peer's SETTINGS_HEADER_TABLE_SIZE: the encoder uses at most this (and at most 4096),
     /// and signals the change at the start of the next block (§4.2).
     pub(crate) fn set_max_table_size(&mut self, n: usize) {
+        let n = n.min(ENCODER_TABLE_CAP) as u16;
         self.pending = Some(match self.pending {
             Some((smallest, _)) => (smallest.min(n), n),
             None => (n, n),
@@ -111,7 +108,9 @@ impl Encoder {
         self.encode_fields(headers, out);
     }
 
-    fn encode_fields(&mut self, headers: &http::HeaderMap, out: &mut Vec<u8>) {
+    /// The fields of `headers`, for a block built by hand: `begin_block`, then `encode_field`
+    /// for the pseudo-headers (e.g. `:protocol` for extended CONNECT), then this.
+    pub(crate) fn encode_fields(&mut self, headers: &http::HeaderMap, out: &mut Vec<u8>) {
         for (name, value) in headers {
             let sensitive = value.is_sensitive();
             self.encode_field(name.as_str().as_bytes(), value.as_bytes(), sensitive, out);
@@ -125,8 +124,7 @@ impl Encoder {
         let Some((smallest, last)) = self.pending.take() else {
             return;
         };
-        let smallest = smallest.min(ENCODER_TABLE_CAP);
-        let last = last.min(ENCODER_TABLE_CAP);
+        let (smallest, last) = (usize::from(smallest), usize::from(last));
         if smallest < self.table.max_size() {
             encode_int(smallest, 5, 0x20, out);
             self.table.set_max_size(smallest);
@@ -256,6 +254,7 @@ fn encode_string(s: &[u8], huffman: Huffman, out: &mut Vec<u8>) {
     match coded {
         Some(len) => {
             encode_int(len, 7, 0x80, out);
+            out.reserve(len);
             huffman::encode(s, out);
         }
         None => {

@@ -77,7 +77,6 @@ pub(super) fn encoded_len(src: &[u8]) -> usize {
 
 /// Appends `src` Huffman-coded, padded with the most significant bits of EOS (1-bits).
 pub(super) fn encode(src: &[u8], out: &mut Vec<u8>) {
-    out.reserve(encoded_len(src));
     // At most 7 pending bits plus one 30-bit code: fits in a u64.
     let mut acc: u64 = 0;
     let mut bits: u32 = 0;

@@ -63,7 +63,7 @@ fn field_size(name: &[u8], value: &[u8]) -> usize {
 pub(crate) struct Decoder {
     table: Table,
     /// Our SETTINGS_HEADER_TABLE_SIZE: the most a size update may ask for.
-    max_allowed: usize,
+    max_allowed: u32,
     /// Set when our limit drops below the table's size: the next block must start with a
     /// size update (§4.2).
     update_required: bool,
@@ -76,7 +76,7 @@ impl Decoder {
     pub(crate) fn new(max_table_size: usize) -> Decoder {
         Decoder {
             table: Table::new(max_table_size),
-            max_allowed: max_table_size.min(table::MAX_TABLE_SIZE),
+            max_allowed: max_table_size.min(table::MAX_TABLE_SIZE) as u32,
             update_required: false,
         }
     }
@@ -84,8 +84,8 @@ impl Decoder {
     /// A new SETTINGS_HEADER_TABLE_SIZE, once the peer has acknowledged it (RFC 9113 §4.3.1:
     /// until then the peer may still use the old one).
     pub(crate) fn set_max_table_size(&mut self, n: usize) {
-        self.max_allowed = n.min(table::MAX_TABLE_SIZE);
-        if self.max_allowed < self.table.max_size() {
+        self.max_allowed = n.min(table::MAX_TABLE_SIZE) as u32;
+        if (self.max_allowed as usize) < self.table.max_size() {
             self.update_required = true;
         }
     }
@@ -123,7 +123,7 @@ impl Decoder {
                     return Err(DecodeError::SizeUpdateNotAtStart);
                 }
                 let size = decode_int(first, 5, &mut src)?;
-                if size > self.max_allowed {
+                if size > self.max_allowed as usize {
                     return Err(DecodeError::TableSizeTooLarge);
                 }
                 self.table.set_max_size(size);

@@ -170,9 +170,9 @@ pub(super) const MAX_TABLE_SIZE: usize = 1 << 24;
 pub(super) struct Table {
     bytes: Vec<u8>,
     entries: VecDeque<Entry>,
-    /// The sum of the entries' sizes (name + value + 32).
-    size: usize,
-    max_size: usize,
+    /// The sum of the entries' sizes (name + value + 32). Both fit in `u32` (`MAX_TABLE_SIZE`).
+    size: u32,
+    max_size: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -195,20 +195,22 @@ impl Table {
             bytes: Vec::new(),
             entries: VecDeque::new(),
             size: 0,
-            max_size: max_size.min(MAX_TABLE_SIZE),
+            max_size: max_size.min(MAX_TABLE_SIZE) as u32,
         }
     }
 
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 
+    #[cfg(test)]
     pub(super) fn size(&self) -> usize {
-        self.size
+        self.size as usize
     }
 
     pub(super) fn max_size(&self) -> usize {
-        self.max_size
+        self.max_size as usize
     }
 
     /// Entry `i`, 0 being the newest (HPACK index `62 + i`).
@@ -248,11 +250,12 @@ impl Table {
     /// whole table empties it and is not added.
     pub(super) fn insert(&mut self, name: &[u8], value: &[u8]) {
         let need = name.len() + value.len();
-        if need + ENTRY_OVERHEAD > self.max_size {
+        let max_size = self.max_size as usize;
+        if need + ENTRY_OVERHEAD > max_size {
             self.evict_to(0);
             return;
         }
-        self.evict_to(self.max_size - need - ENTRY_OVERHEAD);
+        self.evict_to(max_size - need - ENTRY_OVERHEAD);
         if self.bytes.len() + need > self.bytes.capacity() {
             self.compact();
             let len = self.bytes.len();
@@ -260,7 +263,7 @@ impl Table {
                 // Grow geometrically, but never past what the table can hold.
                 let want = (self.bytes.capacity() * 2)
                     .max(len + need)
-                    .min(self.max_size.max(len + need));
+                    .min(max_size.max(len + need));
                 self.bytes.reserve_exact(want - len);
             }
         }
@@ -272,26 +275,27 @@ impl Table {
             name_len: name.len() as u32,
             value_len: value.len() as u32,
         });
-        self.size += need + ENTRY_OVERHEAD;
+        self.size += (need + ENTRY_OVERHEAD) as u32;
     }
 
     /// A new maximum size (§4.3): evicts down to it, and gives back memory it no longer needs.
     pub(super) fn set_max_size(&mut self, max_size: usize) {
-        self.max_size = max_size.min(MAX_TABLE_SIZE);
-        self.evict_to(self.max_size);
-        if self.bytes.capacity() > self.max_size {
+        let max_size = max_size.min(MAX_TABLE_SIZE);
+        self.max_size = max_size as u32;
+        self.evict_to(max_size);
+        if self.bytes.capacity() > max_size {
             self.compact();
-            self.bytes.shrink_to(self.max_size);
-            self.entries.shrink_to(self.max_size / ENTRY_OVERHEAD);
+            self.bytes.shrink_to(max_size);
+            self.entries.shrink_to(max_size / ENTRY_OVERHEAD);
         }
     }
 
     fn evict_to(&mut self, limit: usize) {
-        while self.size > limit {
+        while self.size as usize > limit {
             let Some(e) = self.entries.pop_front() else {
                 break;
             };
-            self.size -= e.size();
+            self.size -= e.size() as u32;
         }
         if self.entries.is_empty() {
             self.bytes.clear();

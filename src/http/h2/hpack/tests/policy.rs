@@ -261,6 +261,11 @@ fn extended_connect_protocol() {
     enc.begin_block(&mut block);
     enc.encode_field(b":method", b"CONNECT", false, &mut block);
     enc.encode_field(b":protocol", b"websocket", false, &mut block);
-    let expected = fields(&[(":method", "CONNECT"), (":protocol", "websocket")]);
+    enc.encode_fields(&map(&[("sec-websocket-version", "13")]), &mut block);
+    let expected = fields(&[
+        (":method", "CONNECT"),
+        (":protocol", "websocket"),
+        ("sec-websocket-version", "13"),
+    ]);
     assert_eq!(decode(&mut Decoder::new(4096), &block), Ok(expected));
 }

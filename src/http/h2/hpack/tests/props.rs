@@ -49,7 +49,64 @@ fn field_list() -> impl Strategy<Value = Vec<(Vec<u8>, Vec<u8>, bool)>> {
     prop::collection::vec((name(), value(), prop::bool::weighted(0.1)), 0..12)
 }
 
+/// Huffman decoding one bit at a time against the code table: slow, and obviously right.
+fn reference_huffman(src: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let mut out = Vec::new();
+    let (mut code, mut len) = (0u32, 0u8);
+    for byte in src {
+        for shift in (0..8).rev() {
+            code = (code << 1) | u32::from(byte >> shift & 1);
+            len += 1;
+            if let Some(sym) = (0..257).find(|&s| huffman::CODES[s] == (code, len)) {
+                if sym == 256 {
+                    return Err(DecodeError::HuffmanEos);
+                }
+                out.push(sym as u8);
+                (code, len) = (0, 0);
+            }
+        }
+    }
+    let ones = code == (1 << len) - 1;
+    match (ones, len) {
+        (true, 0..=7) => Ok(out),
+        (true, _) => Err(DecodeError::HuffmanPaddingTooLong),
+        (false, _) => Err(DecodeError::HuffmanPaddingNotOnes),
+    }
+}
+
 proptest! {
+    #[test]
+    fn huffman_decoder_agrees_with_the_reference(
+        src in prop::collection::vec(prop_oneof![any::<u8>(), Just(0xff), Just(0xfe)], 0..24),
+    ) {
+        let mut buf = vec![0; huffman::max_decoded_len(src.len())];
+        let got = huffman::decode(&src, &mut buf).map(|n| buf[..n].to_vec());
+        prop_assert_eq!(got, reference_huffman(&src));
+    }
+
+    #[test]
+    fn damaged_blocks_never_panic(
+        list in field_list(),
+        damage in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut enc = Encoder::new();
+        let mut block = Vec::new();
+        for (n, v, sensitive) in &list {
+            enc.encode_field(n, v, *sensitive, &mut block);
+        }
+        if block.is_empty() {
+            return Ok(());
+        }
+        for (at, byte) in &damage {
+            let i = at.index(block.len());
+            block[i] = *byte;
+        }
+        let mut dec = Decoder::new(4096);
+        let _ = dec.decode(&block, usize::MAX, |_, _| {});
+        let _ = dec.decode(&block[..cut.index(block.len())], 4096, |_, _| {});
+    }
+
     #[test]
     fn random_bytes_never_panic(
         blocks in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..300), 1..4),
@@ -104,6 +161,10 @@ proptest! {
             prop_assert_eq!(contents(dec.table()), contents(enc.table()));
             prop_assert_eq!(dec.table().size(), enc.table().size());
             prop_assert_eq!(dec.table().max_size(), enc.table().max_size());
+            // Memory follows the table's size: the bytes never outgrow it, plus 12 per entry.
+            let max = dec.table().max_size();
+            prop_assert!(dec.table().heap_bytes() <= 2 * max + 64, "{}", dec.table().heap_bytes());
+            prop_assert!(enc.table().heap_bytes() <= 2 * max + 64, "{}", enc.table().heap_bytes());
         }
     }
 
