@@ -254,3 +254,78 @@ fn with_h2c_off_the_preface_is_not_http2() {
         assert_eq!(out, "hello over h2");
     });
 }
+
+/// h2 over TLS: ALPN offers `h2` first, so curl and Python's httpx pick it; a client that
+/// offers only `http/1.1` still gets HTTP/1.1 from the same port.
+#[cfg(feature = "tls")]
+#[test]
+fn h2_over_tls_by_alpn_and_http11_for_clients_without_h2() {
+    use common::pki::Pki;
+    use std::sync::Arc;
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let listener = fibr::run(fibr::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let tls = Arc::new(pki.server_config(&leaf));
+        drop(fibr::spawn(async move {
+            let _ = fibr::serve(listener, app()).with_tls(tls).await;
+        }));
+        let base = format!("https://localhost:{}", addr.port());
+        let resolve = format!("localhost:{}:127.0.0.1", addr.port());
+        for (flag, version, body) in [
+            ("--http2", "2", "HTTP/2.0"),
+            ("--http1.1", "1.1", "HTTP/1.1"),
+        ] {
+            let (ok, out, err) = run(Command::new("curl")
+                .args(["-sS", flag, "--cacert"])
+                .arg(&*pki.ca_pem)
+                .args(["--resolve", &resolve, "-w", "|%{http_version}"])
+                .arg(format!("{base}/version")));
+            assert!(ok, "curl {flag} failed: {err}");
+            assert_eq!(out, format!("{body}|{version}"));
+        }
+        let (ok, out, err) = run(Command::new("curl")
+            .args(["-sS", "--http2", "--cacert"])
+            .arg(&*pki.ca_pem)
+            .args([
+                "--resolve",
+                &resolve,
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{size_download}",
+            ])
+            .arg(format!("{base}/big")));
+        assert!(ok, "curl failed: {err}");
+        assert_eq!(out, (8 << 20).to_string());
+        let (ok, out, err) = run(Command::new("h2load")
+            .args(["-c", "2", "-m", "10", "-n", "1000"])
+            .arg(format!("https://127.0.0.1:{}/", addr.port())));
+        assert!(ok, "h2load failed: {err}\n{out}");
+        assert!(out.contains("1000 succeeded"), "{out}");
+        assert!(out.contains("Application protocol: h2"), "{out}");
+    });
+}
+
+/// `curl --http2` on a plain URL asks for h2c with `Upgrade: h2c`: the request is answered
+/// on stream 1 after `101 Switching Protocols`, and the connection goes on in HTTP/2. A
+/// request with a body is answered over HTTP/1.1 instead (its body would have to be read
+/// before switching).
+#[test]
+fn curl_upgrades_to_h2c() {
+    bounded(LIMIT, || {
+        let addr = start(app(), ServerConfig::default());
+        let (ok, out, err) = run(Command::new("curl")
+            .args(["-sS", "-v", "--http2", "-w", "|%{http_version}"])
+            .arg(url(addr, "/version")));
+        assert!(ok, "curl failed: {err}");
+        assert_eq!(out, "HTTP/2.0|2");
+        assert!(err.contains("101 Switching Protocols"), "{err}");
+        let (ok, out, err) = run(Command::new("curl")
+            .args(["-sS", "--http2", "-d", "abc", "-w", "|%{http_version}"])
+            .arg(url(addr, "/echo")));
+        assert!(ok, "curl failed: {err}");
+        assert_eq!(out, "abc|1.1");
+    });
+}

@@ -18,7 +18,7 @@ use super::h1::parse::RequestHead;
 use super::h1::server::{
     After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started,
 };
-use super::server_h2::{with_h2, H2State};
+use super::server_h2::{with_h2, H2State, H2cUpgrade};
 use super::service::{BoxError, ConnInfo, MakeService};
 use crate::time::Sleep;
 use crate::{Conn, Handler};
@@ -405,6 +405,12 @@ where
             }
             Some(Round::Done(upgrade)) => upgrade,
         };
+        if let Some(h2c) = upgrade.as_deref().and_then(|p| H2cUpgrade::parse(p, cfg)) {
+            if let Some(st) = conn.take_context::<ConnState<S, B>>() {
+                H2State::<S, B>::start_upgraded(conn, st.svc, st.tls, cfg, h2c);
+            }
+            return;
+        }
         #[cfg(feature = "hyper")]
         if let Some(prefix) = upgrade {
             if let Some(st) = conn.take_context::<ConnState<S, B>>() {
@@ -462,8 +468,14 @@ where
 {
     type Exchange = Stage<S::Future, B>;
     type Body = BodySender;
-    fn hands_off_upgrades(&self) -> bool {
-        cfg!(feature = "hyper") && !self.tls.is_tls()
+    fn hands_off(&self, head: &RequestHead) -> bool {
+        if self.tls.is_tls() {
+            return false;
+        }
+        match super::server_h2::h2c_upgrade(head) {
+            Some(_) => self.cfg.http2.h2c,
+            None => cfg!(feature = "hyper"),
+        }
     }
 
     fn dispatch(

@@ -13,6 +13,7 @@
 
 use super::body::{BodySender, Incoming};
 use super::config::ServerConfig;
+use super::h1::parse::{parse_request_head, BodyFraming, Limits, RequestHead as H1RequestHead};
 use super::h2::frame::ErrorCode;
 use super::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter};
 use super::server::{arm_timer, call_service, poll_call, round_clock, with_round_output};
@@ -20,12 +21,12 @@ use super::server::{ConnTls, Stage};
 use super::service::BoxError;
 use crate::time::Sleep;
 use crate::Conn;
-use http::{Request, Response, Version};
+use http::{HeaderValue, Request, Response, Version};
 use http_body::Body;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tower_service::Service;
 
 /// One stream's progress on the driver's side.
@@ -33,6 +34,9 @@ pub(super) struct Exchange<F, B: Body> {
     stage: Stage<F, B>,
     /// Body bytes the windows did not let out yet.
     unsent: Option<B::Data>,
+    /// A gRPC call's `grpc-timeout`: past it, the call is dropped and answered with
+    /// DEADLINE_EXCEEDED (tonic's own transport does this; its `Routes` does not).
+    deadline: Option<Instant>,
 }
 
 type Machine<S, B> = ServerConn<BodySender, Exchange<<S as Service<Request<Incoming>>>::Future, B>>;
@@ -78,6 +82,7 @@ where
                 (incoming, Some(sender))
             }
         };
+        let deadline = grpc_timeout(&head.headers).map(|t| round_clock().now + t);
         let mut req = Request::new(incoming);
         *req.method_mut() = head.method;
         *req.uri_mut() = head.uri;
@@ -88,6 +93,7 @@ where
         let exchange = Exchange {
             stage,
             unsent: None,
+            deadline,
         };
         (exchange, sender)
     }
@@ -116,6 +122,42 @@ where
             conn.set_context(state);
             with_h2::<S, B, _>(conn, |st| {
                 st.receive(data, cfg, out);
+                st.drive(conn, cfg, out);
+            });
+        });
+    }
+
+    /// Takes over a connection whose HTTP/1.1 request asked for h2c (`Upgrade: h2c`):
+    /// `101 Switching Protocols`, our SETTINGS, the request answered as stream 1, then
+    /// the bytes after it (the client's preface).
+    pub(super) fn start_upgraded(
+        conn: &Conn,
+        svc: S,
+        tls: ConnTls,
+        cfg: &ServerConfig,
+        up: H2cUpgrade,
+    ) {
+        with_round_output(|out| {
+            out.extend_from_slice(
+                b"HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n",
+            );
+            let state: H2State<S, B> = H2State {
+                svc,
+                waker: conn.waker(),
+                h2: ServerConn::new(Instant::now(), &cfg.http2, out),
+                timer: None,
+                tls,
+            };
+            conn.set_context(state);
+            with_h2::<S, B, _>(conn, |st| {
+                let mut calls = Calls {
+                    svc: &mut st.svc,
+                    waker: &st.waker,
+                    cfg,
+                    tls: &st.tls,
+                };
+                st.h2.accept_upgrade(&up.settings, up.head, &mut calls, out);
+                st.receive(&up.rest, cfg, out);
                 st.drive(conn, cfg, out);
             });
         });
@@ -159,6 +201,7 @@ where
         let mut cx = Context::from_waker(&self.waker);
         let svc = &mut self.svc;
         let waker = &self.waker;
+        let mut next_deadline: Option<Instant> = None;
         self.h2.each_stream(clock, out, |x, w| {
             if let Stage::Waiting(_) = x.stage {
                 let Stage::Waiting(req) = std::mem::replace(&mut x.stage, Stage::Moving) else {
@@ -167,8 +210,19 @@ where
                 x.stage = call_service(svc, waker, *req).unwrap_or_else(Stage::Waiting);
             }
             progress(x, w, conn, &mut cx, cfg);
+            if let Some(at) = x.deadline.filter(|_| w.awaits_head()) {
+                if clock.now >= at {
+                    x.stage = Stage::Moving;
+                    respond_deadline_exceeded(w);
+                } else {
+                    next_deadline = Some(next_deadline.map_or(at, |d| d.min(at)));
+                }
+            }
         });
-        let actions = self.h2.end_round(clock, cfg, out);
+        let mut actions = self.h2.end_round(clock, cfg, out);
+        if let Some(at) = next_deadline {
+            actions.deadline = Some(actions.deadline.map_or(at, |d| d.min(at)));
+        }
         if !out.is_empty() {
             let _ = conn.send(out);
             out.clear();
@@ -302,6 +356,137 @@ where
             }
         }
     }
+}
+
+/// An HTTP/1.1 request asking to switch to h2c (RFC 7540 §3.2), ready to be served as
+/// stream 1.
+pub(super) struct H2cUpgrade {
+    head: RequestHead,
+    /// The client's SETTINGS payload, from `HTTP2-Settings`.
+    settings: Vec<u8>,
+    /// What came after the request (the preface, maybe more).
+    rest: Vec<u8>,
+}
+
+impl H2cUpgrade {
+    /// The upgrade in `prefix` (the request and everything after it), if it is an h2c
+    /// upgrade this server takes.
+    pub(super) fn parse(prefix: &[u8], cfg: &ServerConfig) -> Option<H2cUpgrade> {
+        if !cfg.http2.h2c {
+            return None;
+        }
+        let limits = Limits {
+            max_head_bytes: cfg.max_head_bytes,
+            max_headers: cfg.max_headers,
+            max_uri_len: cfg.max_uri_len,
+        };
+        let (h1, used) = parse_request_head(prefix, &limits).ok()??;
+        let settings = h2c_upgrade(&h1)?;
+        let mut headers = h1.headers;
+        for name in [
+            "connection",
+            "upgrade",
+            "http2-settings",
+            "keep-alive",
+            "te",
+        ] {
+            headers.remove(name);
+        }
+        let head = RequestHead {
+            method: h1.method,
+            uri: h1.uri,
+            headers,
+            content_length: None,
+        };
+        Some(H2cUpgrade {
+            head,
+            settings,
+            rest: prefix[used..].to_vec(),
+        })
+    }
+}
+
+/// The decoded `HTTP2-Settings` of a request that asks for h2c: `Upgrade: h2c`, the
+/// `HTTP2-Settings` connection option and field, and no body (a body would have to be
+/// read before switching; such a request is answered over HTTP/1.1).
+pub(super) fn h2c_upgrade(head: &H1RequestHead) -> Option<Vec<u8>> {
+    let has_token = |name: http::header::HeaderName, token: &str| {
+        head.headers.get_all(name).iter().any(|v| {
+            v.to_str()
+                .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        })
+    };
+    let no_body = matches!(head.framing, BodyFraming::Empty | BodyFraming::Length(0));
+    if !no_body
+        || !has_token(http::header::UPGRADE, "h2c")
+        || !has_token(http::header::CONNECTION, "http2-settings")
+    {
+        return None;
+    }
+    let mut values = head.headers.get_all("http2-settings").iter();
+    let (Some(v), None) = (values.next(), values.next()) else {
+        return None;
+    };
+    base64url_decode(v.as_bytes())
+}
+
+/// Base64url without padding (RFC 4648 §5), as `HTTP2-Settings` is written.
+fn base64url_decode(s: &[u8]) -> Option<Vec<u8>> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'-' => Some(62),
+        b'_' => Some(63),
+        _ => None,
+    };
+    let s = s.strip_suffix(b"==").or(s.strip_suffix(b"=")).unwrap_or(s);
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for &c in s {
+        acc = ((acc << 6) | u32::from(value(c)?)) & 0xffff;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+/// A gRPC request's `grpc-timeout` (at most 8 digits and a unit, H M S m u n).
+fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let v = headers.get("grpc-timeout")?.as_bytes();
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b"H" => Duration::from_secs(n * 3600),
+        b"M" => Duration::from_secs(n * 60),
+        b"S" => Duration::from_secs(n),
+        b"m" => Duration::from_millis(n),
+        b"u" => Duration::from_micros(n),
+        b"n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// The trailers-only gRPC answer to a call past its `grpc-timeout` (status 4).
+fn respond_deadline_exceeded(w: &mut StreamWriter<'_, BodySender>) {
+    let mut parts = Response::new(()).into_parts().0;
+    let h = &mut parts.headers;
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    h.insert("grpc-status", HeaderValue::from_static("4"));
+    h.insert(
+        "grpc-message",
+        HeaderValue::from_static("Timeout%20expired"),
+    );
+    w.respond(&mut parts, Some(0));
 }
 
 /// Runs `f` on the connection's HTTP/2 state (none if it has none).

@@ -54,7 +54,7 @@ struct Echo;
 impl Dispatch for Echo {
     type Exchange = Request;
     type Body = Sink;
-    fn hands_off_upgrades(&self) -> bool {
+    fn hands_off(&self, _head: &RequestHead) -> bool {
         false
     }
 

@@ -97,9 +97,9 @@ pub(crate) trait Dispatch {
     /// The driver's per-request state (the service's future, then its response).
     type Exchange;
     type Body: BodySink;
-    /// Whether an upgrade request is handed to another owner ([`ServerConn::take_upgrade`])
-    /// rather than answered as a plain request.
-    fn hands_off_upgrades(&self) -> bool;
+    /// Whether this upgrade request is handed to another owner
+    /// ([`ServerConn::take_upgrade`]) rather than answered as a plain request.
+    fn hands_off(&self, head: &RequestHead) -> bool;
 
     /// A request head arrived: call the service (or park the request if it is not ready).
     fn dispatch(
@@ -323,7 +323,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
                 }
                 Ok(Some((head, used))) => {
                     self.reading = Reading::Head { started: None };
-                    if head.upgrade && d.hands_off_upgrades() {
+                    if head.upgrade && d.hands_off(&head) {
                         // The new owner takes the connection from this request on, once
                         // the responses before it are written.
                         self.held_back = !self.queue.is_empty();

@@ -81,7 +81,7 @@ struct Svc<const UPGRADES: bool> {
 impl<const UPGRADES: bool> Dispatch for Svc<UPGRADES> {
     type Exchange = Ex;
     type Body = Sink;
-    fn hands_off_upgrades(&self) -> bool {
+    fn hands_off(&self, _head: &RequestHead) -> bool {
         UPGRADES
     }
 

@@ -472,9 +472,17 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     }
 
     fn on_settings(&mut self, params: frame::SettingsParams<'_>, out: &mut Vec<u8>) {
+        if self.apply_settings(params, out) {
+            frame::write_settings_ack(out);
+        }
+    }
+
+    /// Applies the client's SETTINGS; false if they were invalid (the connection failed).
+    fn apply_settings(&mut self, params: frame::SettingsParams<'_>, out: &mut Vec<u8>) -> bool {
         let before = self.send.peer;
-        if let Err(FrameError::Connection { code, reason }) = self.send.peer.apply(params) {
-            return self.fail(code, reason, out);
+        if let Err(e) = self.send.peer.apply(params) {
+            self.fail(e.code(), e.reason(), out);
+            return false;
         }
         let peer = self.send.peer;
         if peer.header_table_size != before.header_table_size {
@@ -488,15 +496,53 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             for s in self.streams.values_mut() {
                 s.state.send_window += delta;
                 if s.state.send_window > i64::from(MAX_WINDOW) {
-                    return self.fail(
+                    self.fail(
                         ErrorCode::FLOW_CONTROL_ERROR,
                         "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream's window",
                         out,
                     );
+                    return false;
                 }
             }
         }
-        frame::write_settings_ack(out);
+        true
+    }
+
+    /// A connection upgraded from HTTP/1.1 (`Upgrade: h2c`, RFC 7540 §3.2): the client's
+    /// SETTINGS came in its `HTTP2-Settings` header, and its request (which had no body)
+    /// becomes stream 1, half-closed (remote); the client's preface follows.
+    pub(crate) fn accept_upgrade<D>(
+        &mut self,
+        settings: &[u8],
+        head: RequestHead,
+        d: &mut D,
+        out: &mut Vec<u8>,
+    ) where
+        D: Dispatch<Body = B, Exchange = X>,
+    {
+        if settings.len() % 6 != 0 {
+            return self.fail(
+                ErrorCode::PROTOCOL_ERROR,
+                "an HTTP2-Settings of bad length",
+                out,
+            );
+        }
+        if !self.apply_settings(frame::SettingsParams::new(settings), out) {
+            return;
+        }
+        self.last_stream = 1;
+        let state = StreamState {
+            body: None,
+            remote_closed: true,
+            sending: Sending::Head,
+            head_only: head.method == http::Method::HEAD,
+            send_window: i64::from(self.send.peer.initial_window_size),
+            recv_window: 0,
+            held: 0,
+            credit: 0,
+        };
+        let (exchange, _) = d.dispatch(1, head, None);
+        self.streams.insert(1, Stream { exchange, state });
     }
 
     fn on_window_update(&mut self, stream: u32, increment: u32, out: &mut Vec<u8>) {
