@@ -376,6 +376,8 @@ fn a_get_is_dispatched_and_answered_with_headers_and_data() {
     );
     assert_eq!(t.conn.streams(), 0, "a finished stream is forgotten");
     assert!(!t.end_round().close);
+    assert_eq!(t.conn.streams.capacity(), 0, "an idle connection keeps no stream table");
+    assert_eq!(t.conn.kept.capacity(), 0, "nor any input");
 }
 
 #[test]
