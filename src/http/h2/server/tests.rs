@@ -376,7 +376,11 @@ fn a_get_is_dispatched_and_answered_with_headers_and_data() {
     );
     assert_eq!(t.conn.streams(), 0, "a finished stream is forgotten");
     assert!(!t.end_round().close);
-    assert_eq!(t.conn.streams.capacity(), 0, "an idle connection keeps no stream table");
+    assert_eq!(
+        t.conn.streams.capacity(),
+        0,
+        "an idle connection keeps no stream table"
+    );
     assert_eq!(t.conn.kept.capacity(), 0, "nor any input");
 }
 
@@ -1110,4 +1114,70 @@ fn a_frame_head_over_max_frame_size_fails_before_its_payload() {
     };
     t.recv(&head);
     assert!(t.take().iter().any(goaway(ErrorCode::FRAME_SIZE_ERROR)));
+}
+
+#[test]
+fn an_upgraded_request_is_stream_1_and_the_preface_follows() {
+    let mut t = T::new();
+    t.take();
+    let mut settings = Vec::new();
+    // The client's SETTINGS payload from HTTP2-Settings: a small initial window.
+    settings.extend_from_slice(&frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes());
+    settings.extend_from_slice(&3u32.to_be_bytes());
+    let head = RequestHead {
+        method: http::Method::GET,
+        uri: "/up".parse().unwrap(),
+        headers: HeaderMap::new(),
+        content_length: None,
+    };
+    t.conn.accept_upgrade(&settings, head, &mut t.d, &mut t.out);
+    assert_eq!(t.d.requests.len(), 1);
+    assert_eq!(t.d.requests[0].0, 1);
+    let mut input = PREFACE.to_vec();
+    frame::write_settings(&mut input, &[]);
+    t.recv(&input);
+    assert_eq!(t.take(), vec![Got::Settings { ack: true }]);
+    // The window from HTTP2-Settings applies to stream 1.
+    let mut rest: &[u8] = b"hello";
+    t.conn.each_stream(clock(t.now), &mut t.out, |_, w| {
+        let mut parts = http::Response::new(()).into_parts().0;
+        assert!(w.respond(&mut parts, None));
+        assert!(!w.send_data(&mut rest, true));
+    });
+    let got = t.take();
+    assert_eq!(
+        got[1],
+        Got::Data {
+            stream: 1,
+            end_stream: false,
+            data: b"hel".to_vec()
+        }
+    );
+    // Stream 1 is half-closed (remote): more HEADERS on it are a stream error.
+    let h = t.get(1);
+    t.recv(&h);
+    assert_eq!(
+        t.take(),
+        vec![Got::Rst {
+            stream: 1,
+            code: ErrorCode::STREAM_CLOSED
+        }]
+    );
+    assert_eq!(t.d.requests.len(), 1);
+}
+
+#[test]
+fn bad_http2_settings_in_an_upgrade_fail_the_connection() {
+    let mut t = T::new();
+    t.take();
+    let head = RequestHead {
+        method: http::Method::GET,
+        uri: "/".parse().unwrap(),
+        headers: HeaderMap::new(),
+        content_length: None,
+    };
+    t.conn
+        .accept_upgrade(&[0, 4, 0xff, 0xff, 0xff, 0xff], head, &mut t.d, &mut t.out);
+    assert!(t.take().iter().any(goaway(ErrorCode::FLOW_CONTROL_ERROR)));
+    assert!(t.d.requests.is_empty());
 }
