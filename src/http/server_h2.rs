@@ -310,6 +310,7 @@ where
     }
     loop {
         if w.window() == 0 {
+            w.wait_for_window();
             return Some(body); // a WINDOW_UPDATE runs the next round
         }
         if conn.queued_bytes() >= cfg.response_buffer {

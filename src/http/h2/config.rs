@@ -49,6 +49,10 @@ pub struct Http2Config {
     pub keep_alive_interval: Option<Duration>,
     /// How long a keep-alive PING may wait for its answer.
     pub keep_alive_timeout: Duration,
+    /// How long a response may wait for a client that keeps its window closed before the
+    /// stream is reset (`CANCEL`): a zero window would otherwise hold the response's memory
+    /// forever.
+    pub window_stall_timeout: Option<Duration>,
 }
 
 impl Default for Http2Config {
@@ -67,6 +71,7 @@ impl Default for Http2Config {
             max_idle_frames: 10_000,
             keep_alive_interval: None,
             keep_alive_timeout: Duration::from_secs(20),
+            window_stall_timeout: Some(Duration::from_secs(30)),
         }
     }
 }
@@ -85,4 +90,5 @@ config_setters!(Http2Config {
     set with_max_idle_frames => max_idle_frames: u32,
     opt with_keep_alive_interval => keep_alive_interval: Duration,
     set with_keep_alive_timeout => keep_alive_timeout: Duration,
+    opt with_window_stall_timeout => window_stall_timeout: Duration,
 });

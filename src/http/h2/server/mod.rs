@@ -119,6 +119,11 @@ struct StreamState<B> {
     held: u64,
     /// Bytes taken (or discarded) not yet returned with a WINDOW_UPDATE.
     credit: u64,
+    /// When request body bytes last arrived (or the stream opened): `body_read_timeout`.
+    progress: Instant,
+    /// Since when the response has waited for the client's window
+    /// (`Http2Config::window_stall_timeout`).
+    stalled_since: Option<Instant>,
 }
 
 struct Stream<B, X> {
@@ -178,6 +183,12 @@ pub(crate) struct ServerConn<B, X> {
     ping_sent: Option<Instant>,
     /// The client sent GOAWAY, or EOF: no new streams from it.
     peer_done: bool,
+    /// The client finished sending (EOF): close once the streams are done.
+    peer_eof: bool,
+    /// The last few stream ids the client used, to tell HEADERS on a stream that ended
+    /// (STREAM_CLOSED) from an id below the last that was never used (PROTOCOL_ERROR,
+    /// §5.1.1).
+    recently_used: [u32; 8],
 }
 
 /// Hashes a stream id (a unique odd number) with one multiplication: no SipHash per frame.
@@ -257,6 +268,8 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             idle_since: now,
             ping_sent: None,
             peer_done: false,
+            peer_eof: false,
+            recently_used: [0; 8],
         }
     }
 
@@ -561,6 +574,8 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             recv_window: 0,
             held: 0,
             credit: 0,
+            progress: self.last_frame,
+            stalled_since: None,
         };
         let (exchange, _) = d.dispatch(1, head, None);
         self.streams.insert(1, Stream { exchange, state });
@@ -683,6 +698,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             );
         };
         body.received += data.len() as u64;
+        st.progress = self.last_frame;
         let too_long = body.length.is_some_and(|n| body.received > n);
         let too_short = end_stream && body.length.is_some_and(|n| body.received < n);
         if too_long || too_short {
@@ -732,8 +748,16 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             );
         }
         if !self.streams.contains_key(&stream) && stream <= self.last_stream {
-            // §5.1: a closed stream (or an id lower than one already used).
-            return self.fail(ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream", out);
+            // §5.1: a stream that ended; §5.1.1: an id lower than one already used.
+            return if self.recently_used.contains(&stream) {
+                self.fail(ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream", out)
+            } else {
+                self.fail(
+                    ErrorCode::PROTOCOL_ERROR,
+                    "HEADERS on a stream id below the last",
+                    out,
+                )
+            };
         }
         if fragment.len() > cfg.max_header_list_size as usize {
             return self.fail(
@@ -795,6 +819,8 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             return self.on_trailers(stream, end_stream, too_large, fields, out);
         }
         self.last_stream = stream;
+        self.recently_used.rotate_right(1);
+        self.recently_used[0] = stream;
         if self.phase != Phase::Open || self.peer_done {
             // After GOAWAY: streams above its last id are not processed (§6.8).
             return;
@@ -811,6 +837,8 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             recv_window: i64::from(cfg.initial_stream_window),
             held: 0,
             credit: 0,
+            progress: clock.now,
+            stalled_since: None,
         };
         if too_large {
             return self.answer(
@@ -997,6 +1025,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     /// still written, then the connection closes.
     pub(crate) fn peer_closed(&mut self) {
         self.peer_done = true;
+        self.peer_eof = true;
         for s in self.streams.values_mut() {
             if let Some(body) = s.state.body.take() {
                 body.sink.fail(BodyFailure::Incomplete);
@@ -1074,7 +1103,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         out: &mut Vec<u8>,
     ) -> Actions {
         if self.phase != Phase::Failed {
-            self.return_credit(&cfg.http2, out);
+            self.return_credit(clock.now, &cfg.http2, out);
             self.forget_finished(out);
         }
         if self.streams.is_empty() && self.streams.capacity() > 0 {
@@ -1102,7 +1131,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             }
             _ => {}
         }
-        if self.peer_done && self.streams.is_empty() {
+        if self.peer_eof && self.streams.is_empty() {
             return done;
         }
         if self.streams.is_empty() && self.phase == Phase::Open {
@@ -1115,6 +1144,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 at(t);
             }
         }
+        self.stream_deadlines(now, cfg, out, &mut at);
         let h2 = &cfg.http2;
         if let Some(sent) = self.ping_sent {
             let t = sent + h2.keep_alive_timeout;
@@ -1142,9 +1172,51 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         }
     }
 
+    /// Per-stream timeouts: a request body that stalls past `body_read_timeout` fails and
+    /// its stream is reset; so is a response that waits past `window_stall_timeout` for a
+    /// client that does not open its window (it would hold its memory forever).
+    fn stream_deadlines(
+        &mut self,
+        now: Instant,
+        cfg: &ServerConfig,
+        out: &mut Vec<u8>,
+        at: &mut impl FnMut(Instant),
+    ) {
+        let mut expired = Vec::new();
+        for (&id, s) in &self.streams {
+            let st = &s.state;
+            // Only while the client may send: a window the service has not reopened yet
+            // is not the client stalling.
+            let body_limit = cfg
+                .body_read_timeout
+                .filter(|_| st.body.is_some() && st.recv_window > 0);
+            let stall_limit = cfg.http2.window_stall_timeout;
+            let due = [
+                body_limit.map(|l| (st.progress + l, BodyFailure::TimedOut)),
+                st.stalled_since
+                    .zip(stall_limit)
+                    .map(|(since, l)| (since + l, BodyFailure::Incomplete)),
+            ];
+            for (t, why) in due.into_iter().flatten() {
+                if now >= t {
+                    expired.push((id, why));
+                    break;
+                }
+                at(t);
+            }
+        }
+        for (id, why) in expired {
+            tracing::debug!(stream = id, ?why, "a stream timed out");
+            if let Some(s) = self.streams.remove(&id) {
+                self.stream_gone(s.state, why);
+            }
+            frame::write_rst_stream(out, id, ErrorCode::CANCEL);
+        }
+    }
+
     /// WINDOW_UPDATEs for what the readers took: a stream's once half its window is
     /// owed, the connection's once half of its own is.
-    fn return_credit(&mut self, cfg: &Http2Config, out: &mut Vec<u8>) {
+    fn return_credit(&mut self, now: Instant, cfg: &Http2Config, out: &mut Vec<u8>) {
         let stream_half = u64::from(cfg.initial_stream_window / 2).max(1);
         for (&id, s) in self.streams.iter_mut() {
             let st = &mut s.state;
@@ -1164,6 +1236,8 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 frame::write_window_update(out, id, st.credit as u32);
                 st.recv_window += st.credit as i64;
                 st.credit = 0;
+                // The body-read timeout counts from when the client may send again.
+                st.progress = now;
             }
         }
         let conn_half = u64::from(cfg.initial_connection_window.min(MAX_WINDOW) / 2).max(1);

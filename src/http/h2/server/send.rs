@@ -99,6 +99,12 @@ impl<'a, B> StreamWriter<'a, B> {
         self.st.send_window.min(self.send.window).max(0) as usize
     }
 
+    /// The response waits for the client's window (none is open now): counted against
+    /// `window_stall_timeout`.
+    pub(crate) fn wait_for_window(&mut self) {
+        self.st.stalled_since.get_or_insert(self.clock.now);
+    }
+
     /// Writes as much of `data` as the windows allow, in frames of at most the client's
     /// SETTINGS_MAX_FRAME_SIZE; `end_stream` marks the last DATA once all of it is out.
     /// Returns whether all of `data` was written (if not, the rest waits for a
@@ -121,8 +127,10 @@ impl<'a, B> StreamWriter<'a, B> {
                 .min(self.window())
                 .min(self.send.peer.max_frame_size as usize);
             if n == 0 {
+                self.wait_for_window();
                 return false;
             }
+            self.st.stalled_since = None;
             let last = end_stream && n == remaining;
             frame::write_data_head(self.out, self.id, n, last);
             let mut left = n;

@@ -804,14 +804,46 @@ fn headers_on_an_even_or_closed_stream_end_the_connection() {
     t.recv(&h);
     assert!(t.take().iter().any(goaway(ErrorCode::PROTOCOL_ERROR)));
 
+    // A stream that ended: STREAM_CLOSED (§5.1); an id below the last that was never used:
+    // PROTOCOL_ERROR (§5.1.1).
+    for (again, code) in [
+        (5, ErrorCode::STREAM_CLOSED),
+        (3, ErrorCode::PROTOCOL_ERROR),
+    ] {
+        let mut t = T::open();
+        let h = t.get(5);
+        t.recv(&h);
+        t.respond_all(200, b"");
+        t.take();
+        let h = t.get(again);
+        t.recv(&h);
+        assert!(t.take().iter().any(goaway(code)), "stream {again}");
+    }
+}
+
+#[test]
+fn the_clients_goaway_keeps_the_connection_until_its_eof() {
     let mut t = T::open();
-    let h = t.get(5);
+    let mut input = Vec::new();
+    frame::write_goaway(&mut input, 0, ErrorCode::NO_ERROR, b"");
+    t.recv(&input);
+    assert!(!t.end_round().close);
+    let mut ping = Vec::new();
+    frame::write_ping(&mut ping, false, [3; 8]);
+    t.recv(&ping);
+    assert_eq!(
+        t.take(),
+        vec![Got::Ping {
+            ack: true,
+            data: [3; 8]
+        }]
+    );
+    // No new streams after it.
+    let h = t.get(1);
     t.recv(&h);
-    t.respond_all(200, b"");
-    t.take();
-    let h = t.get(3);
-    t.recv(&h);
-    assert!(t.take().iter().any(goaway(ErrorCode::STREAM_CLOSED)));
+    assert!(t.d.requests.is_empty());
+    t.conn.peer_closed();
+    assert!(t.end_round().close);
 }
 
 #[test]
@@ -1180,4 +1212,76 @@ fn bad_http2_settings_in_an_upgrade_fail_the_connection() {
         .accept_upgrade(&[0, 4, 0xff, 0xff, 0xff, 0xff], head, &mut t.d, &mut t.out);
     assert!(t.take().iter().any(goaway(ErrorCode::FLOW_CONTROL_ERROR)));
     assert!(t.d.requests.is_empty());
+}
+
+#[test]
+fn a_response_stalled_on_a_closed_window_is_reset_after_window_stall_timeout() {
+    let mut t = T::open();
+    let mut s = Vec::new();
+    frame::write_settings(&mut s, &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 0)]);
+    t.recv(&s);
+    let get = t.get(1);
+    t.recv(&get);
+    t.conn.each_stream(clock(t.now), &mut t.out, |_, w| {
+        let mut parts = http::Response::new(()).into_parts().0;
+        assert!(w.respond(&mut parts, None));
+        assert!(!w.send_data(&mut &b"held"[..], true));
+    });
+    t.take();
+    let limit = t.cfg.http2.window_stall_timeout.unwrap();
+    let a = t.end_round();
+    assert_eq!(a.deadline, Some(t.now + limit));
+    t.now += limit - Duration::from_millis(1);
+    t.end_round();
+    assert_eq!(t.conn.streams(), 1, "not yet");
+    t.now += Duration::from_millis(1);
+    t.end_round();
+    assert_eq!(
+        t.take(),
+        vec![Got::Rst {
+            stream: 1,
+            code: ErrorCode::CANCEL
+        }]
+    );
+    assert_eq!(t.conn.streams(), 0);
+}
+
+#[test]
+fn a_stalled_request_body_fails_after_body_read_timeout() {
+    let mut t = T::open();
+    let fields = post(100);
+    let h = t.headers(1, &as_refs(&fields), false);
+    t.recv(&h);
+    let limit = t.cfg.body_read_timeout.unwrap();
+    t.now += limit;
+    t.end_round();
+    assert_eq!(
+        t.take(),
+        vec![Got::Rst {
+            stream: 1,
+            code: ErrorCode::CANCEL
+        }]
+    );
+    assert_eq!(
+        t.d.sink(1).lock().unwrap().failed,
+        Some(BodyFailure::TimedOut)
+    );
+}
+
+#[test]
+fn a_body_the_service_has_not_read_is_not_the_clients_stall() {
+    let mut cfg = ServerConfig::default();
+    cfg.http2.initial_stream_window = 10;
+    let mut t = T::open_with(cfg);
+    let fields = post(100);
+    let h = t.headers(1, &as_refs(&fields), false);
+    t.recv(&h);
+    let mut data = Vec::new();
+    frame::write_data(&mut data, 1, &[1; 10], false);
+    t.recv(&data);
+    // The window is full and nobody read it: however long that lasts, no timeout.
+    t.now += t.cfg.body_read_timeout.unwrap() * 3;
+    t.end_round();
+    assert_eq!(t.take(), vec![]);
+    assert_eq!(t.d.sink(1).lock().unwrap().failed, None);
 }
