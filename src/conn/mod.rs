@@ -21,7 +21,7 @@ use crate::reactor::Source;
 use crate::runtime::{Command, Loop, ReadyCtx, Runtime};
 use crate::sys::{socket, Event, Interest};
 #[cfg(feature = "tls")]
-pub(crate) use layer::{Delivered, Layer, Received};
+pub(crate) use layer::{Delivered, Info, Layer, Received, Shared};
 use output::Output;
 use std::any::Any;
 use std::fmt;

@@ -18,11 +18,12 @@ mod tests;
 
 pub use rustls;
 
-use crate::conn::{Conn, Handler};
+use crate::conn::{Conn, Handler, Info, Shared};
 use rustls::pki_types::CertificateDer;
 use rustls::server::UnbufferedServerConnection;
 use rustls::{CipherSuite, CommonState, HandshakeKind, ProtocolVersion, ServerConfig};
 pub(crate) use session::Session;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,27 +53,49 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct TlsInfo(Arc<Negotiated>);
 
+/// What `TlsInfo` shares: one allocation per connection (an idle connection keeps it,
+/// and every request's extension points at it). The usual ALPN protocols are not copied,
+/// and no client certificate allocates nothing.
 #[derive(Debug)]
-struct Negotiated {
-    alpn: Option<Vec<u8>>,
+pub(crate) struct Negotiated {
+    alpn: Option<Cow<'static, [u8]>>,
+    peer_certificates: Box<[CertificateDer<'static>]>,
     version: Option<ProtocolVersion>,
     cipher_suite: Option<CipherSuite>,
-    peer_certificates: Vec<CertificateDer<'static>>,
     resumed: bool,
 }
 
-impl TlsInfo {
-    fn of(state: &CommonState) -> TlsInfo {
-        TlsInfo(Arc::new(Negotiated {
-            alpn: state.alpn_protocol().map(<[u8]>::to_vec),
+/// ALPN protocols named without a copy.
+const KNOWN_ALPN: [&[u8]; 2] = [b"http/1.1", b"h2"];
+
+impl Negotiated {
+    fn of(state: &CommonState) -> Negotiated {
+        Negotiated {
+            alpn: state.alpn_protocol().map(|p| {
+                KNOWN_ALPN
+                    .iter()
+                    .find(|k| **k == p)
+                    .map_or_else(|| Cow::Owned(p.to_vec()), |k| Cow::Borrowed(*k))
+            }),
+            peer_certificates: state.peer_certificates().map(Box::from).unwrap_or_default(),
             version: state.protocol_version(),
             cipher_suite: state.negotiated_cipher_suite().map(|s| s.suite()),
-            peer_certificates: state
-                .peer_certificates()
-                .map(<[_]>::to_vec)
-                .unwrap_or_default(),
             resumed: state.handshake_kind() == Some(HandshakeKind::Resumed),
-        }))
+        }
+    }
+}
+
+impl Shared for TlsInfo {
+    type Inner = Negotiated;
+    fn from_shared(inner: Arc<Negotiated>) -> TlsInfo {
+        TlsInfo(inner)
+    }
+}
+
+impl TlsInfo {
+    /// What the connection's session negotiated, as a layer hands it to the connection.
+    pub(crate) fn of(state: &CommonState) -> Info {
+        Info::new(Arc::new(Negotiated::of(state)))
     }
 
     /// The protocol chosen by ALPN (`b"http/1.1"`, `b"h2"`), if any.

@@ -151,8 +151,7 @@ impl<R: Role> Session<R> {
             if self.phase == Phase::Handshaking && !self.conn.common().is_handshaking() {
                 self.phase = Phase::Open;
                 if alive {
-                    let info = TlsInfo::of(self.conn.common());
-                    alive = deliver(Delivered::Opened(Box::new(info)));
+                    alive = deliver(Delivered::Opened(TlsInfo::of(self.conn.common())));
                 }
                 continue;
             }

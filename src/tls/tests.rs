@@ -467,3 +467,18 @@ fn sealing_between_pieces_of_a_fragmented_handshake_message() {
     let _ = server.reader().read_to_end(&mut plain);
     assert!(plain.starts_with(b"ping"), "{plain:?}");
 }
+
+/// Every open TLS connection keeps one `Negotiated` (its `TlsInfo`): at most 56 bytes is
+/// one 80-byte glibc chunk with the `Arc`'s counts (it was a 96-byte one, plus a 32-byte
+/// copy of the ALPN protocol and a 32-byte box around the `Arc`).
+#[test]
+fn the_negotiated_info_is_one_small_allocation() {
+    assert!(
+        std::mem::size_of::<super::Negotiated>() <= 56,
+        "{}",
+        std::mem::size_of::<super::Negotiated>()
+    );
+    // The usual ALPN protocols are not copied.
+    let alpn = super::KNOWN_ALPN[0];
+    assert_eq!(alpn, b"http/1.1");
+}
