@@ -103,6 +103,54 @@ pub fn cases() -> Vec<Case> {
         case("hpack/5.1/1", "integer overflowing (continuation bytes without end) -> COMPRESSION_ERROR", |a| {
             compression_error(a, &[], &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f])
         }),
+        // RFC 9113 §4.3: every field block is decoded, also one whose stream fails.
+        case("hpack/9113-4.3/1", "field block of a malformed request still updates the table", |a| {
+            let mut c = Conn::handshake(a)?;
+            let mut b = block(&get());
+            b.extend(lit_indexed(b"x-dynamic", b"value"));
+            b.extend(lit(b"X-UPPER", b"malformed"));
+            c.send(&headers(1, &b, true, true));
+            c.expect_stream_error(1, &[PROTOCOL_ERROR])?;
+            let mut b = block(&get());
+            b.extend(indexed(62));
+            c.send(&headers(3, &b, true, true));
+            c.expect_status(3, "200", Some(HELLO)).map(|_| ())
+        }),
+        case("hpack/9113-4.3/2", "field block of a refused stream still updates the table", |a| {
+            let mut c = Conn::handshake(a)?;
+            let max = c.server_setting(MAX_CONCURRENT_STREAMS).unwrap_or(100);
+            let mut out = Vec::new();
+            let mut id = 1;
+            for _ in 0..max {
+                out.extend(headers(id, &block(&post(None)), false, true));
+                id += 2;
+            }
+            let mut b = block(&post(None));
+            b.extend(lit_indexed(b"x-dynamic", b"value"));
+            out.extend(headers(id, &b, true, true));
+            c.send(&out);
+            c.expect_stream_error(id, &[REFUSED_STREAM])?;
+            // Free a slot, then use the entry the refused block added.
+            c.send(&data(1, b"x", true));
+            c.expect_status(1, "200", Some(b"x"))?;
+            let mut b = block(&get());
+            b.extend(indexed(62));
+            c.send(&headers(id + 2, &b, true, true));
+            c.expect_status(id + 2, "200", Some(HELLO)).map(|_| ())
+        }),
+        // RFC 7541 §4.2: the encoder follows our SETTINGS_HEADER_TABLE_SIZE.
+        case("hpack/4.2/4", "SETTINGS_HEADER_TABLE_SIZE 0 -> the server's first block starts with a size update to 0", |a| {
+            let mut c = Conn::handshake_with(a, &[(HEADER_TABLE_SIZE, 0)])?;
+            c.send_get(1);
+            c.expect_headers(1)?;
+            if c.last_block.first() != Some(&0x20) {
+                return Err(format!(
+                    "the first response block does not start with a table size update to 0: {:02x?}",
+                    &c.last_block[..c.last_block.len().min(8)]
+                ));
+            }
+            Ok(())
+        }),
         // Representations a client may use (h2spec generic/5).
         case("hpack/6.1/2", "indexed fields from the static table -> accepted", |a| {
             // :method GET (2), :scheme http (6), :path / (4), then :authority literal.

@@ -8,6 +8,7 @@ mod s3_5;
 mod s6a;
 mod s6b;
 mod s8;
+pub mod wire;
 
 use axum::body::Bytes;
 use axum::extract::Request;

@@ -10,7 +10,10 @@ fn expect_body_in_frames(c: &mut Conn, stream: u32, n: usize, max: usize) -> R {
     while got < n {
         let d = c.expect_data(stream)?;
         if d.payload.len() > max {
-            return Err(format!("expected DATA of at most {max} octets, got {}", d.describe()));
+            return Err(format!(
+                "expected DATA of at most {max} octets, got {}",
+                d.describe()
+            ));
         }
         got += d.payload.len();
     }
@@ -49,6 +52,29 @@ pub fn cases() -> Vec<Case> {
             c.send(&frame(GOAWAY, 0, 1, &p));
             c.expect_connection_error(&[PROTOCOL_ERROR])
         }),
+        case("6.8/2", "client GOAWAY with no streams, PING a moment later -> answered, or a GOAWAY before the close", |a| {
+            // h2spec (7/1, generic 3.8/1) sends GOAWAY and then PING as two writes. A
+            // server may close once the client said GOAWAY and nothing is in flight, but
+            // "SHOULD always send a GOAWAY frame before closing a connection" (§6.8).
+            let mut c = Conn::handshake(a)?;
+            c.send(&goaway(0, NO_ERROR, b""));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            c.send(&ping(false, *b"later-ga"));
+            let deadline = std::time::Instant::now() + EXPECT;
+            loop {
+                match c.next(deadline) {
+                    Ev::Frame(f) if f.kind == PING && f.has(ACK) => return Ok(()),
+                    Ev::Frame(f) if f.kind == GOAWAY => return Ok(()),
+                    Ev::Frame(_) | Ev::Headers { .. } => {}
+                    _ => {
+                        return Err(format!(
+                            "expected PING(ACK) or GOAWAY, got: {}",
+                            c.trace()
+                        ))
+                    }
+                }
+            }
+        }),
         // §6.9 WINDOW_UPDATE.
         case("6.9/1", "WINDOW_UPDATE of 0 on the connection -> PROTOCOL_ERROR", |a| {
             let mut c = Conn::handshake(a)?;
@@ -65,6 +91,13 @@ pub fn cases() -> Vec<Case> {
             let mut c = Conn::handshake(a)?;
             c.send(&frame(WINDOW_UPDATE, 0, 0, &[0, 0, 1]));
             c.expect_connection_error(&[FRAME_SIZE_ERROR])
+        }),
+        case("6.9/4", "WINDOW_UPDATE on a closed stream -> ignored", |a| {
+            let mut c = Conn::handshake(a)?;
+            c.send_get(1);
+            c.expect_response(1)?;
+            c.send(&window_update(1, 100));
+            c.expect_alive()
         }),
         // §6.9.1 the flow-control window.
         case("6.9.1/1", "SETTINGS_INITIAL_WINDOW_SIZE 1 -> DATA of 1 octet", |a| {
