@@ -121,6 +121,9 @@ pub struct Conn {
     pub server_settings: Vec<(u16, u32)>,
     /// The encoded header block [`Conn::expect_headers`] returned last.
     pub last_block: Vec<u8>,
+    /// The connection window the server gave us: 65535 plus the WINDOW_UPDATEs on stream
+    /// 0 seen during the handshake.
+    pub conn_window: i64,
 }
 
 pub type R<T = ()> = Result<T, String>;
@@ -151,6 +154,7 @@ impl Conn {
             seen: Vec::new(),
             server_settings: Vec::new(),
             last_block: Vec::new(),
+            conn_window: 65535,
         })
     }
 
@@ -177,6 +181,9 @@ impl Conn {
                     }
                     c.send(&settings_ack());
                     got_settings = true;
+                }
+                Ev::Frame(f) if f.kind == WINDOW_UPDATE && f.stream == 0 => {
+                    c.conn_window += i64::from(be32(&f.payload) & 0x7fff_ffff);
                 }
                 Ev::Frame(_) => {}
                 other => return Err(format!("handshake: {}", c.failure(other))),

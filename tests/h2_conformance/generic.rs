@@ -295,28 +295,37 @@ pub fn cases() -> Vec<Case> {
                 let mut c = Conn::handshake(a)?;
                 let body: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
                 c.send_headers(1, &post(Some(body.len())), false);
-                // The first 64 KiB fit the server's initial windows; the rest waits for its
-                // WINDOW_UPDATEs, which come as the service reads.
-                let (first, rest) = body.split_at(65535);
-                for chunk in first.chunks(16384) {
-                    c.send(&data(1, chunk, false));
-                }
+                // Within both of the server's windows, sent as they open (the stream's
+                // as the service reads).
+                let mut stream_window =
+                    i64::from(c.server_setting(INITIAL_WINDOW_SIZE).unwrap_or(65535));
+                let mut conn_window = c.conn_window;
                 let mut sent = 0;
                 let deadline = std::time::Instant::now() + EXPECT;
-                let mut window = 0i64;
-                while sent < rest.len() {
-                    match c.next(deadline) {
-                        Ev::Frame(f) if f.kind == WINDOW_UPDATE && f.stream == 1 => {
-                            window += i64::from(be32(&f.payload));
-                        }
-                        Ev::Frame(f) if f.kind == WINDOW_UPDATE || f.kind == SETTINGS => {}
-                        other => return Err(format!("while uploading: {other:?}; {}", c.trace())),
-                    }
-                    while window > 0 && sent < rest.len() {
-                        let n = (window as usize).min(16384).min(rest.len() - sent);
-                        c.send(&data(1, &rest[sent..sent + n], sent + n == rest.len()));
+                loop {
+                    while stream_window.min(conn_window) > 0 && sent < body.len() {
+                        let n = (stream_window.min(conn_window) as usize)
+                            .min(16384)
+                            .min(body.len() - sent);
+                        c.send(&data(1, &body[sent..sent + n], sent + n == body.len()));
                         sent += n;
-                        window -= n as i64;
+                        stream_window -= n as i64;
+                        conn_window -= n as i64;
+                    }
+                    if sent == body.len() {
+                        break;
+                    }
+                    match c.next(deadline) {
+                        Ev::Frame(f) if f.kind == WINDOW_UPDATE => {
+                            let inc = i64::from(be32(&f.payload));
+                            match f.stream {
+                                0 => conn_window += inc,
+                                1 => stream_window += inc,
+                                _ => {}
+                            }
+                        }
+                        Ev::Frame(f) if f.kind == SETTINGS => {}
+                        other => return Err(format!("while uploading: {other:?}; {}", c.trace())),
                     }
                 }
                 // The echo is 100 KB against our 64 KiB windows: open ours.

@@ -9,6 +9,8 @@ fn f(n: &str, v: &str) -> (String, String) {
 }
 
 /// A GET whose field list is `edit`ed first must be malformed: PROTOCOL_ERROR (stream).
+/// Stricter than h2spec, which also takes a connection error (§5.4.1 allows one): the
+/// connection must go on, as fibr promises for malformed requests.
 fn malformed(a: std::net::SocketAddr, edit: fn(&mut Fields)) -> R {
     let mut c = Conn::handshake(a)?;
     let mut fields = get();
