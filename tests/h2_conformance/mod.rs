@@ -32,11 +32,16 @@ pub fn case(id: &'static str, desc: &'static str, run: fn(SocketAddr) -> client:
 
 /// Every request is answered after its body is read: a body is echoed, an empty one gets
 /// [`HELLO`]. So a request whose END_STREAM has not come keeps its stream open. CONNECT
-/// is answered at once (its body would be the tunnel).
+/// is answered at once (its body would be the tunnel); `/hold` never is.
 pub fn app() -> Router {
     Router::new().fallback(|req: Request| async move {
         if req.method() == Method::CONNECT {
             return (StatusCode::OK, Bytes::new());
+        }
+        if req.uri().path() == "/hold" {
+            // Never reads its body nor answers: what the client sends stays in the
+            // server's windows.
+            std::future::pending::<()>().await;
         }
         match axum::body::to_bytes(req.into_body(), usize::MAX).await {
             Ok(b) if b.is_empty() => (StatusCode::OK, Bytes::from_static(HELLO)),

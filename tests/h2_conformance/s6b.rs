@@ -135,6 +135,48 @@ pub fn cases() -> Vec<Case> {
             c.send(&window_update(1, HELLO.len() as u32));
             expect_body_in_frames(&mut c, 1, HELLO.len() - 5, HELLO.len() - 5)
         }),
+        case(
+            "6.9.1/5",
+            "DATA beyond the server's stream window -> FLOW_CONTROL_ERROR",
+            |a| {
+                let mut c = Conn::handshake(a)?;
+                let window = c.server_setting(INITIAL_WINDOW_SIZE).unwrap_or(65535) as usize;
+                c.send_headers(1, &req("POST", "/hold"), false);
+                let body = vec![b'w'; window];
+                for chunk in body.chunks(16384) {
+                    c.send(&data(1, chunk, false));
+                }
+                c.expect_alive()?;
+                c.send(&data(1, b"!", false));
+                c.expect_stream_error(1, &[FLOW_CONTROL_ERROR])
+            },
+        ),
+        case(
+            "6.9.1/6",
+            "DATA beyond the server's connection window -> FLOW_CONTROL_ERROR",
+            |a| {
+                let mut c = Conn::handshake(a)?;
+                let window = c.server_setting(INITIAL_WINDOW_SIZE).unwrap_or(65535) as i64;
+                let mut left = c.conn_window;
+                let mut id = 1;
+                let chunk = vec![b'w'; 16384];
+                while left > 0 {
+                    c.send_headers(id, &req("POST", "/hold"), false);
+                    let mut in_stream = window.min(left);
+                    left -= in_stream;
+                    while in_stream > 0 {
+                        let n = in_stream.min(16384) as usize;
+                        c.send(&data(id, &chunk[..n], false));
+                        in_stream -= n as i64;
+                    }
+                    id += 2;
+                }
+                c.expect_alive()?;
+                c.send_headers(id, &req("POST", "/hold"), false);
+                c.send(&data(id, b"!", false));
+                c.expect_connection_error(&[FLOW_CONTROL_ERROR])
+            },
+        ),
         // §6.9.2 the initial window size.
         case("6.9.2/1", "SETTINGS_INITIAL_WINDOW_SIZE change applies to open streams", |a| {
             let mut c = Conn::handshake_with(a, &[(INITIAL_WINDOW_SIZE, 0)])?;
