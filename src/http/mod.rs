@@ -341,6 +341,7 @@ pub mod fuzzing {
 
         /// Decodes one complete header block into its fields, in order; the error names
         /// the `DecodeError`.
+        #[allow(clippy::type_complexity)]
         pub fn decode(&mut self, block: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
             let mut fields = Vec::new();
             self.0
