@@ -320,4 +320,34 @@ pub mod fuzzing {
         );
         Some(out)
     }
+
+    /// An HPACK decoder for one connection's header blocks (a fresh one per connection: the
+    /// dynamic table lives between blocks), for tests that read HTTP/2 responses off the
+    /// wire (`tests/h2_conformance.rs`).
+    #[derive(Debug)]
+    pub struct HpackDecoder(super::h2::hpack::Decoder);
+
+    impl Default for HpackDecoder {
+        fn default() -> HpackDecoder {
+            HpackDecoder::new()
+        }
+    }
+
+    impl HpackDecoder {
+        /// A decoder at the protocol's starting table size (4096).
+        pub fn new() -> HpackDecoder {
+            HpackDecoder(super::h2::hpack::Decoder::new(4096))
+        }
+
+        /// Decodes one complete header block into its fields, in order; the error names
+        /// the `DecodeError`.
+        #[allow(clippy::type_complexity)]
+        pub fn decode(&mut self, block: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+            let mut fields = Vec::new();
+            self.0
+                .decode(block, usize::MAX, |n, v| fields.push((n.to_vec(), v.to_vec())))
+                .map_err(|e| format!("{e:?}"))?;
+            Ok(fields)
+        }
+    }
 }
