@@ -21,20 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Cases that fail because fibr is wrong, by id (each with what fibr does and where).
-const KNOWN_FAILURES: &[&str] = &[
-    // HEADERS on a stream id below the highest one used, never opened: §5.1.1 wants a
-    // connection error PROTOCOL_ERROR; fibr sends GOAWAY(STREAM_CLOSED) ("HEADERS on a
-    // closed stream"): `ServerConn::on_headers` treats every unknown id <= last_stream as
-    // a stream closed after use (which is STREAM_CLOSED, 5.1/9 and 5.1/12).
-    "5.1.1/2",
-    // The client's GOAWAY with no stream in flight: fibr closes without a GOAWAY of its
-    // own and without answering what follows (§6.8: "SHOULD always send a GOAWAY frame
-    // before closing"); `ServerConn::end_round` returns close for peer_done with no
-    // streams, and the `Frame::GoAway` arm of `on_frame` only sets peer_done. h2spec's
-    // 7/1 and generic/3.8/1 (GOAWAY, then PING as a second write) fail whenever the two
-    // frames land in different rounds.
-    "6.8/2",
-];
+const KNOWN_FAILURES: &[&str] = &[];
 
 /// Cases run at once (each mostly waits on the server).
 const PARALLEL: usize = 16;

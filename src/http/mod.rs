@@ -345,7 +345,9 @@ pub mod fuzzing {
         pub fn decode(&mut self, block: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
             let mut fields = Vec::new();
             self.0
-                .decode(block, usize::MAX, |n, v| fields.push((n.to_vec(), v.to_vec())))
+                .decode(block, usize::MAX, |n, v| {
+                    fields.push((n.to_vec(), v.to_vec()))
+                })
                 .map_err(|e| format!("{e:?}"))?;
             Ok(fields)
         }
