@@ -499,6 +499,84 @@ fn four_mib_messages_both_ways_through_flow_control() {
 }
 
 #[test]
+fn slow_reader_of_a_large_server_stream() {
+    let srv = start(None);
+    client(async {
+        let ch = channel(srv.addr).await;
+        let mut c = echo_client(&ch);
+        c.ready().await.unwrap();
+        // 64 MiB in 256 KiB messages, far past every window: the server must wait for
+        // WINDOW_UPDATEs while this client reads slowly at first.
+        let req = with_meta(Bytes::from("256"), &[("x-size", "262144")]);
+        let mut stream = c
+            .server_streaming(req, path("ServerStream"), BytesCodec)
+            .await
+            .unwrap()
+            .into_inner();
+        let mut n = 0;
+        while let Some(m) = stream.message().await.unwrap() {
+            assert_eq!(m.len(), 262144);
+            assert!(
+                m.starts_with(format!("msg {n}.").as_bytes()),
+                "message {n} out of order"
+            );
+            if n < 8 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            n += 1;
+        }
+        assert_eq!(n, 256);
+        // Meanwhile-style: small calls on the same connection are not stuck behind it.
+        let r = unary(&ch, Request::new(Bytes::from("after")))
+            .await
+            .unwrap();
+        assert_eq!(r.into_inner(), Bytes::from("after"));
+    });
+}
+
+#[test]
+fn bidi_large_messages_sent_and_read_at_once() {
+    let srv = start(None);
+    client(async {
+        let ch = channel(srv.addr).await;
+        let mut c = echo_client(&ch);
+        c.ready().await.unwrap();
+        // 32 MiB each way, the sender and the reader running at the same time: request
+        // and response windows both fill and reopen.
+        let msg: Bytes = (0..1 << 20)
+            .map(|i: u32| (i % 253) as u8)
+            .collect::<Vec<u8>>()
+            .into();
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+        let sender = tokio::spawn({
+            let msg = msg.clone();
+            async move {
+                for _ in 0..32 {
+                    tx.send(msg.clone()).await.unwrap();
+                }
+            }
+        });
+        let mut out = c
+            .streaming(
+                Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)),
+                path("Bidi"),
+                BytesCodec,
+            )
+            .await
+            .unwrap()
+            .into_inner();
+        let mut n = 0;
+        while let Some(m) = out.message().await.unwrap() {
+            assert_eq!(m.len(), msg.len() + 6);
+            assert!(m[6..] == msg[..], "message {n} differs");
+            n += 1;
+        }
+        assert_eq!(n, 32);
+        sender.await.unwrap();
+    });
+}
+
+#[test]
 fn cancelled_calls_end_their_handlers() {
     let srv = start(None);
     client(async {

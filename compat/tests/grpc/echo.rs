@@ -13,6 +13,7 @@
 //! - `x-echo-meta`: sent back in the response metadata (the response's HEADERS).
 //! - `x-sleep-ms`: Unary sleeps this long first; ServerStream waits this long between
 //!   messages.
+//! - `x-size`: ServerStream's messages are padded with `.` to this many bytes.
 //! - `x-fail-code`: Unary fails with this `grpc-status` (a trailers-only response, with
 //!   `x-detail: it failed` in it); ServerStream sends its messages and then ends with this
 //!   status and `x-detail` in the trailers (`0` included: an OK with trailer metadata).
@@ -206,6 +207,7 @@ async fn server_stream(req: Request<Bytes>, live: Live) -> Result<Response<Messa
     };
     let interval = meta_num(&md, "x-sleep-ms").map(Duration::from_millis);
     let fail = meta_num(&md, "x-fail-code");
+    let size = meta_num(&md, "x-size").unwrap_or(0) as usize;
     let messages = futures_util::stream::unfold((0u64, live), move |(i, live)| async move {
         if i == count {
             return None;
@@ -213,7 +215,11 @@ async fn server_stream(req: Request<Bytes>, live: Live) -> Result<Response<Messa
         if let Some(d) = interval {
             tokio::time::sleep(d).await;
         }
-        Some((Ok(Bytes::from(format!("msg {i}"))), (i + 1, live)))
+        let mut m = format!("msg {i}").into_bytes();
+        if m.len() < size {
+            m.resize(size, b'.');
+        }
+        Some((Ok(Bytes::from(m)), (i + 1, live)))
     });
     let end = futures_util::stream::iter(fail.map(|code| Err(failure(code))));
     let mut resp = Response::new(Box::pin(messages.chain(end)) as MessageStream);
