@@ -152,6 +152,10 @@ fn health_check_and_watch_with_tonics_client() {
 
         let err = health.check(check("no.such.Service")).await.unwrap_err();
         assert_eq!(err.code(), Code::NotFound, "{err:?}");
+        // tonic-health answers a Watch of an unknown service with NOT_FOUND too (the
+        // health protocol suggests a SERVICE_UNKNOWN message on an open stream instead).
+        let err = health.watch(check("no.such.Service")).await.unwrap_err();
+        assert_eq!(err.code(), Code::NotFound, "{err:?}");
 
         srv.health.set_serving::<Echo>().await;
         let r = health.check(check(echo::SERVICE)).await.unwrap();
@@ -470,6 +474,68 @@ fn two_hundred_concurrent_unary_calls_on_one_channel() {
             srv.live.get() == 0
         })
         .await;
+    });
+}
+
+#[test]
+fn more_calls_at_once_than_max_concurrent_streams() {
+    let srv = start(None);
+    client(async {
+        let ch = channel(srv.addr).await;
+        // fibr advertises SETTINGS_MAX_CONCURRENT_STREAMS 250: the client queues the rest
+        // and opens them as streams close, so the server's count must come back down.
+        let calls = (0..600).map(|i| {
+            let ch = ch.clone();
+            async move {
+                let msg = Bytes::from(format!("call {i}"));
+                let r = unary(&ch, with_meta(msg.clone(), &[("x-sleep-ms", "20")]))
+                    .await
+                    .unwrap_or_else(|e| panic!("call {i}: {e:?}"));
+                assert_eq!(r.into_inner(), msg);
+            }
+        });
+        futures_util::future::join_all(calls).await;
+        eventually(Duration::from_secs(5), "every handler ends", || {
+            srv.live.get() == 0
+        })
+        .await;
+    });
+}
+
+#[test]
+fn large_metadata_in_continuation_frames_both_ways() {
+    let srv = start(None);
+    client(async {
+        // hyper's client refuses response headers over 16 KiB by default (a stream error
+        // PROTOCOL_ERROR of its own): raise its SETTINGS_MAX_HEADER_LIST_SIZE.
+        let ch = Endpoint::from_shared(format!("http://{}", srv.addr))
+            .unwrap()
+            .http2_max_header_list_size(256 << 10)
+            .connect()
+            .await
+            .unwrap();
+        // 40 KiB of metadata: past one 16 KiB frame (HEADERS + CONTINUATION) in the
+        // request and in the response, within fibr's 64 KiB header list limit.
+        let value: String = (0..40 << 10)
+            .map(|i: u32| (b'!' + (i.wrapping_mul(2654435761) >> 7) as u8 % 90) as char)
+            .collect();
+        let r = unary(&ch, with_meta(Bytes::from("m"), &[("x-echo-meta", &value)]))
+            .await
+            .expect("a call with 40 KiB of metadata");
+        assert_eq!(meta(r.metadata(), "x-echo-meta"), Some(value.as_str()));
+        // Over the limit on the wire (about 70 KiB of HPACK): fibr closes the connection
+        // with GOAWAY(ENHANCE_YOUR_CALM) (its CONTINUATION-flood bound), which tonic
+        // reports as RESOURCE_EXHAUSTED. The server serves new connections as before.
+        let huge = value.repeat(2);
+        let err = unary(&ch, with_meta(Bytes::from("m"), &[("x-echo-meta", &huge)]))
+            .await
+            .expect_err("80 KiB of metadata is over fibr's limit");
+        assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+        let ch = channel(srv.addr).await;
+        let r = unary(&ch, Request::new(Bytes::from("after")))
+            .await
+            .unwrap();
+        assert_eq!(r.into_inner(), Bytes::from("after"));
     });
 }
 
