@@ -1,0 +1,176 @@
+//! A gRPC server on fibr: tonic's services, unchanged, served by `fibr::serve` over h2c
+//! (HTTP/2 by prior knowledge; HTTP/1.1 still answers on the same port).
+//!
+//! `cargo run --release --example grpc` listens on 127.0.0.1:50051 (`PORT` overrides) and
+//! serves two services side by side in a `tonic::service::Routes`:
+//! - `grpc.health.v1.Health` (tonic-health): `Check` and `Watch`; `fibr.example.Echo` is
+//!   reported SERVING, then NOT_SERVING and SERVING again every 5 seconds, so a `Watch`
+//!   sees updates.
+//! - `fibr.example.Echo`, written by hand the way tonic-build would generate it (no
+//!   protoc needed): messages are raw bytes. `Unary` answers the request's bytes (and the
+//!   `x-echo` request metadata, in the response metadata); `ServerStream` takes a count N
+//!   and sends `msg 0` .. `msg N-1`, 100 ms apart; both answer gzip to clients that accept
+//!   it.
+//!
+//! Call it with Python's grpcio (`pip install grpcio grpcio-health-checking`):
+//!
+//! ```python
+//! import grpc
+//! from grpc_health.v1 import health_pb2, health_pb2_grpc
+//! ch = grpc.insecure_channel("127.0.0.1:50051")
+//! print(health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="")))
+//! echo = ch.unary_unary("/fibr.example.Echo/Unary")        # no serializers: bytes
+//! print(echo.with_call(b"hello", metadata=[("x-echo", "hi")]))
+//! for m in ch.unary_stream("/fibr.example.Echo/ServerStream")(b"5"):
+//!     print(m)
+//! for r in health_pb2_grpc.HealthStub(ch).Watch(
+//!         health_pb2.HealthCheckRequest(service="fibr.example.Echo")):
+//!     print(r)                                               # an update every 5 s
+//! ```
+//!
+//! or with tonic's client: `tonic_health::pb::health_client::HealthClient::connect(
+//! "http://127.0.0.1:50051")`, and `tonic::client::Grpc::new(channel).unary(req,
+//! PathAndQuery::from_static("/fibr.example.Echo/Unary"), codec)` with a bytes codec like
+//! the one below (see `compat/tests/grpc.rs` for every kind of call).
+
+use bytes::{Buf, BufMut, Bytes};
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tonic::body::Body;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codegen::{BoxFuture, BoxStream, StdError};
+use tonic::server::NamedService;
+use tonic::{Request, Response, Status};
+use tonic_health::ServingStatus;
+
+/// Messages are their bytes.
+#[derive(Clone, Copy, Default)]
+struct BytesCodec;
+
+impl Codec for BytesCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = BytesCodec;
+    type Decoder = BytesCodec;
+    fn encoder(&mut self) -> BytesCodec {
+        BytesCodec
+    }
+    fn decoder(&mut self) -> BytesCodec {
+        BytesCodec
+    }
+}
+
+impl Encoder for BytesCodec {
+    type Item = Bytes;
+    type Error = Status;
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for BytesCodec {
+    type Item = Bytes;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+/// The Echo service: what generated code would be, routing by path to `tonic::server::Grpc`.
+#[derive(Clone, Default)]
+struct Echo;
+
+impl NamedService for Echo {
+    const NAME: &'static str = "fibr.example.Echo";
+}
+
+impl<B> tower::Service<http::Request<B>> for Echo
+where
+    B: tonic::codegen::Body + Send + 'static,
+    B::Error: Into<StdError> + Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<http::Response<Body>, Infallible>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        Box::pin(async move {
+            let mut grpc = tonic::server::Grpc::new(BytesCodec)
+                .accept_compressed(CompressionEncoding::Gzip)
+                .send_compressed(CompressionEncoding::Gzip);
+            Ok(match req.uri().path() {
+                "/fibr.example.Echo/Unary" => grpc.unary(tower::service_fn(unary), req).await,
+                "/fibr.example.Echo/ServerStream" => {
+                    grpc.server_streaming(tower::service_fn(server_stream), req)
+                        .await
+                }
+                _ => Status::unimplemented("no such method").into_http(),
+            })
+        })
+    }
+}
+
+async fn unary(req: Request<Bytes>) -> Result<Response<Bytes>, Status> {
+    let echo = req.metadata().get("x-echo").cloned();
+    let mut resp = Response::new(req.into_inner());
+    if let Some(v) = echo {
+        resp.metadata_mut().insert("x-echo", v);
+    }
+    Ok(resp)
+}
+
+async fn server_stream(req: Request<Bytes>) -> Result<Response<BoxStream<Bytes>>, Status> {
+    let n: u32 = std::str::from_utf8(req.get_ref())
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| Status::invalid_argument("send a count"))?;
+    let messages = futures_util::stream::unfold(0, move |i| async move {
+        if i == n {
+            return None;
+        }
+        if i > 0 {
+            fibr::time::sleep(Duration::from_millis(100)).await;
+        }
+        Some((Ok(Bytes::from(format!("msg {i}"))), i + 1))
+    });
+    Ok(Response::new(Box::pin(messages) as BoxStream<Bytes>))
+}
+
+fn main() -> std::io::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
+    let port = std::env::var("PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(50051u16);
+    let (health, health_svc) = tonic_health::server::health_reporter();
+    let routes = tonic::service::Routes::new(health_svc).add_service(Echo);
+    fibr::run(async move {
+        let listener = fibr::net::TcpListener::bind(("127.0.0.1", port)).await?;
+        eprintln!("serving gRPC on http://{}", listener.local_addr()?);
+        // Flips Echo's health every 5 s, for `Watch`.
+        fibr::spawn(async move {
+            let mut serving = true;
+            loop {
+                let status = if serving {
+                    ServingStatus::Serving
+                } else {
+                    ServingStatus::NotServing
+                };
+                health.set_service_status(Echo::NAME, status).await;
+                fibr::time::sleep(Duration::from_secs(5)).await;
+                serving = !serving;
+            }
+        });
+        // With tonic's own server this line would be
+        // `Server::builder().add_routes(routes).serve(addr).await`.
+        fibr::serve(listener, routes).await
+    })
+}
