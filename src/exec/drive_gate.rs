@@ -14,6 +14,17 @@ use loom::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 #[cfg(not(fibr_loom))]
 use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 
+#[cfg(fibr_loom)]
+loom::thread_local! {
+    /// This thread is registered with a gate (between `enter` and `leave`).
+    static DRIVING_HERE: std::cell::Cell<bool> = std::cell::Cell::new(false);
+}
+#[cfg(not(fibr_loom))]
+std::thread_local! {
+    /// This thread is registered with a gate (between `enter` and `leave`).
+    static DRIVING_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 pub(crate) struct DriveGate {
     /// Mirrors the pool's queue length (stored under the queue's lock), so the hot path
     /// can skip the lock when it is empty.
@@ -47,19 +58,25 @@ impl DriveGate {
     /// [`leave`]: DriveGate::leave
     pub fn enter(&self) -> bool {
         self.driving.fetch_add(1, SeqCst);
+        DRIVING_HERE.with(|d| d.set(true));
         fence(SeqCst);
         self.queued() == 0
     }
 
     pub fn leave(&self) {
+        DRIVING_HERE.with(|d| d.set(false));
         self.driving.fetch_sub(1, SeqCst);
     }
 
     /// Work was queued (and `set_queued` called), with no parked worker to wake: true if a
-    /// worker may be waiting in a poller and must be interrupted.
+    /// worker may be waiting in a poller and must be interrupted. A driver queueing what
+    /// its own turn readied does not count itself: it is running, not waiting, and it
+    /// looks at the queue before it waits again (`enter`), so interrupting it would only
+    /// cost an eventfd write and a wasted wait.
     pub fn must_interrupt(&self) -> bool {
         fence(SeqCst);
-        self.driving.load(SeqCst) > 0
+        let me = DRIVING_HERE.with(|d| d.get()) as usize;
+        self.driving.load(SeqCst) > me
     }
 }
 
@@ -100,5 +117,69 @@ mod loom_tests {
                 gate.leave();
             }
         });
+    }
+
+    /// A driver queueing work from its own turn must still interrupt another driver that
+    /// waits (it only leaves itself out).
+    #[test]
+    fn a_driver_submitting_interrupts_the_other_driver() {
+        loom::model(|| {
+            let gate = Arc::new(DriveGate::new());
+            let interrupted = Arc::new(AtomicBool::new(false));
+            let running = {
+                let (gate, interrupted) = (gate.clone(), interrupted.clone());
+                thread::spawn(move || {
+                    let _ = gate.enter();
+                    gate.set_queued(1);
+                    if gate.must_interrupt() {
+                        interrupted.store(true, SeqCst);
+                    }
+                    gate.leave();
+                })
+            };
+            let waits = gate.enter();
+            if !waits {
+                gate.leave();
+            }
+            running.join().unwrap();
+            assert!(
+                !waits || interrupted.load(SeqCst),
+                "a worker waits with a task queued by another driver and nobody interrupts it"
+            );
+            if waits {
+                gate.leave();
+            }
+        });
+    }
+}
+
+#[cfg(all(test, not(fibr_loom)))]
+mod tests {
+    use super::DriveGate;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_driver_does_not_interrupt_itself_but_does_another() {
+        let gate = Arc::new(DriveGate::new());
+        assert!(gate.enter());
+        gate.set_queued(1);
+        assert!(
+            !gate.must_interrupt(),
+            "alone: no eventfd write to wake itself"
+        );
+        let other = gate.clone();
+        let (entered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let th = std::thread::spawn(move || {
+            let _ = other.enter();
+            entered.0.send(()).unwrap();
+            go.1.recv().unwrap();
+            other.leave();
+        });
+        entered.1.recv().unwrap();
+        assert!(gate.must_interrupt(), "another driver may be waiting");
+        go.0.send(()).unwrap();
+        th.join().unwrap();
+        gate.leave();
+        assert!(!gate.must_interrupt(), "nobody drives");
     }
 }
