@@ -54,7 +54,7 @@ impl Info {
     }
 
     /// As `T`, if that is what the layer made (boxed, as `Box<dyn Any>::downcast`).
-    #[cfg(feature = "client")]
+    #[cfg(any(feature = "client", test))]
     pub(crate) fn downcast<T: Shared>(self) -> Result<Box<T>, Info> {
         match self.0.downcast::<T::Inner>() {
             Ok(inner) => Ok(Box::new(T::from_shared(inner))),

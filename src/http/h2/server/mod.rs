@@ -383,6 +383,12 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             }
             self.phase = Phase::Open;
         }
+        if self.does_no_work(&f) {
+            self.idle_frame(cfg, out);
+            if self.phase == Phase::Failed {
+                return; // nothing is written after the GOAWAY
+            }
+        }
         if let Some(block) = &self.block {
             // §6.10: nothing but the block's CONTINUATION frames until it ends.
             let ok = matches!(f, Frame::Continuation { stream, .. } if stream == block.stream);
@@ -400,7 +406,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 end_stream,
                 data,
                 flow_len,
-            } => self.on_data(stream, end_stream, data, flow_len, cfg, out),
+            } => self.on_data(stream, end_stream, data, flow_len, out),
             Frame::Headers {
                 stream,
                 end_stream,
@@ -422,9 +428,6 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 end_headers,
                 fragment,
             } => {
-                if fragment.is_empty() && !end_headers {
-                    self.idle_frame(cfg, out);
-                }
                 let Some(block) = self.block.as_mut() else {
                     return self.fail(
                         ErrorCode::PROTOCOL_ERROR,
@@ -453,22 +456,16 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                     );
                 }
             }
-            Frame::Priority { .. } => self.idle_frame(cfg, out),
+            Frame::Priority { .. } | Frame::Unknown { .. } => {}
             Frame::RstStream { stream, code: _ } => self.on_rst_stream(clock, stream, cfg, out),
             Frame::Settings { ack: true, .. } => {
-                if !self.settings_unacked {
-                    self.idle_frame(cfg, out);
-                }
                 if self.settings_unacked {
                     self.decoder
                         .set_max_table_size(cfg.header_table_size as usize);
                 }
                 self.settings_unacked = false;
             }
-            Frame::Settings { ack: false, params } => {
-                self.idle_frame(cfg, out);
-                self.on_settings(params, out);
-            }
+            Frame::Settings { ack: false, params } => self.on_settings(params, out),
             Frame::PushPromise { .. } => {
                 self.fail(ErrorCode::PROTOCOL_ERROR, "PUSH_PROMISE from a client", out)
             }
@@ -480,7 +477,6 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 } else {
                     frame::write_ping(out, true, data);
                 }
-                self.idle_frame(cfg, out);
             }
             Frame::GoAway { .. } => {
                 // The client opens no more streams; those in flight finish.
@@ -489,7 +485,29 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             Frame::WindowUpdate { stream, increment } => {
                 self.on_window_update(stream, increment, out)
             }
-            Frame::Unknown { .. } => self.idle_frame(cfg, out),
+        }
+    }
+
+    /// Whether a frame does no work for the client (control frames, empty DATA or
+    /// CONTINUATION, unknown types): what a flood is made of.
+    fn does_no_work(&self, f: &Frame<'_>) -> bool {
+        match *f {
+            Frame::Priority { .. }
+            | Frame::Ping { .. }
+            | Frame::Unknown { .. }
+            | Frame::Settings { ack: false, .. } => true,
+            Frame::Settings { ack: true, .. } => !self.settings_unacked,
+            Frame::Data {
+                flow_len: 0,
+                end_stream: false,
+                ..
+            } => true,
+            Frame::Continuation {
+                fragment,
+                end_headers: false,
+                ..
+            } => fragment.is_empty(),
+            _ => false,
         }
     }
 
@@ -651,7 +669,6 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         end_stream: bool,
         data: &[u8],
         flow_len: u32,
-        cfg: &Http2Config,
         out: &mut Vec<u8>,
     ) {
         let flow = i64::from(flow_len);
@@ -665,9 +682,6 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         }
         if self.is_idle(stream) {
             return self.fail(ErrorCode::PROTOCOL_ERROR, "DATA on an idle stream", out);
-        }
-        if flow_len == 0 && !end_stream {
-            self.idle_frame(cfg, out);
         }
         let padding = u64::from(flow_len) - data.len() as u64;
         let Some(s) = self.streams.get_mut(&stream) else {

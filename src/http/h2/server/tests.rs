@@ -1285,3 +1285,36 @@ fn a_body_the_service_has_not_read_is_not_the_clients_stall() {
     assert_eq!(t.take(), vec![]);
     assert_eq!(t.d.sink(1).lock().unwrap().failed, None);
 }
+
+#[test]
+fn nothing_is_written_after_a_floods_goaway() {
+    // The frame that crosses the bound gets no answer of its own after the GOAWAY.
+    for last in 0..3 {
+        let mut cfg = ServerConfig::default();
+        cfg.http2.max_idle_frames = 1;
+        let mut t = T::open_with(cfg);
+        let mut input = Vec::new();
+        match last {
+            0 => frame::write_settings(&mut input, &[]),
+            1 => frame::write_ping(&mut input, false, [0; 8]),
+            _ => {
+                // The request earns its allowance back: two empty DATA cross it.
+                input.extend(t.headers(1, &as_refs(&post(10)), false));
+                frame::write_data(&mut input, 1, b"", false);
+                frame::write_data(&mut input, 1, b"", false);
+            }
+        }
+        t.recv(&input);
+        let got = t.take();
+        assert!(
+            matches!(
+                got.last(),
+                Some(Got::GoAway {
+                    code: ErrorCode::ENHANCE_YOUR_CALM,
+                    ..
+                })
+            ),
+            "case {last}: {got:?}"
+        );
+    }
+}
