@@ -587,3 +587,28 @@ fn the_harness_dispatches_and_answers() {
     assert!(checks::live_bytes().unwrap() - before >= 1000);
     drop(v);
 }
+
+/// The real clients' openings in the seeds are served as requests (not refused).
+#[test]
+fn real_clients_are_served() {
+    use fibr::http::fuzzing::h2_serve_pieces;
+    for (name, want) in [
+        ("seed-curl-get", 1),
+        ("seed-curl-post-form", 1),
+        ("seed-h2load-4-requests", 4),
+        ("seed-nghttp-two-gets", 2),
+        ("seed-python-h2-post-get-ping-goaway", 2),
+    ] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/corpus/h2_server_conn")
+            .join(name);
+        let d = std::fs::read(path).unwrap();
+        let s = h2_serve_pieces(&[&d[3..]], &checks::split_config());
+        assert_eq!(s.requests.len(), want, "{name}: {s:#?}");
+        assert!(!s.failed && s.bad_output.is_none(), "{name}: {s:#?}");
+        assert!(
+            s.requests.iter().all(|r| r.ended != Some(false)),
+            "{name}: {s:#?}"
+        );
+    }
+}
