@@ -612,3 +612,44 @@ fn real_clients_are_served() {
         );
     }
 }
+
+/// Found by `h2_server_conn` (minimized: 65 empty SETTINGS after the opening). A frame
+/// that does no work past `max_idle_frames` fails the connection (GOAWAY
+/// ENHANCE_YOUR_CALM) inside `idle_frame`, but the caller goes on: a SETTINGS is still
+/// applied and ACKed, after the GOAWAY.
+#[test]
+#[ignore = "bug: a SETTINGS over max_idle_frames is ACKed after the GOAWAY(ENHANCE_YOUR_CALM)"]
+fn regression_settings_acked_after_goaway() {
+    checks::counting_installed();
+    check_server_frames(&vec![ClientFrame::Settings(vec![]); 66], 0);
+}
+
+/// The same on an empty DATA frame (no END_STREAM) on an open stream: the flood's GOAWAY
+/// drops the streams, and the DATA is then answered as if its stream were closed,
+/// RST_STREAM(STREAM_CLOSED) after the GOAWAY.
+#[test]
+#[ignore = "bug: an empty DATA over max_idle_frames gets RST_STREAM(STREAM_CLOSED) after the GOAWAY"]
+fn regression_empty_data_reset_after_goaway() {
+    checks::counting_installed();
+    let mut frames = vec![ClientFrame::Headers {
+        stream: 0,
+        method: 1,
+        pseudo: 0,
+        fields: vec![],
+        content_length: None,
+        end_stream: false,
+        split_at: None,
+        pad: None,
+        priority: None,
+    }];
+    frames.extend(std::iter::repeat_n(
+        ClientFrame::Data {
+            stream: 6,
+            len: 0,
+            end_stream: false,
+            pad: None,
+        },
+        70,
+    ));
+    check_server_frames(&frames, 0);
+}
