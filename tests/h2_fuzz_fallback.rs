@@ -621,6 +621,7 @@ fn real_clients_are_served() {
 #[ignore = "bug: a SETTINGS over max_idle_frames is ACKed after the GOAWAY(ENHANCE_YOUR_CALM)"]
 fn regression_settings_acked_after_goaway() {
     checks::counting_installed();
+    checks::strict();
     check_server_frames(&vec![ClientFrame::Settings(vec![]); 66], 0);
 }
 
@@ -631,6 +632,7 @@ fn regression_settings_acked_after_goaway() {
 #[ignore = "bug: an empty DATA over max_idle_frames gets RST_STREAM(STREAM_CLOSED) after the GOAWAY"]
 fn regression_empty_data_reset_after_goaway() {
     checks::counting_installed();
+    checks::strict();
     let mut frames = vec![ClientFrame::Headers {
         stream: 0,
         method: 1,

@@ -19,8 +19,9 @@ pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};
 pub use server::Server;
 pub use service::{BoxError, ConnInfo, MakeMarker, MakeService, ServiceMarker};
 
-/// Thin wrappers around the sans-IO HTTP/1 codec, for the fuzz targets (`fuzz/`) and the
-/// stable property tests (`tests/fuzz_fallback.rs`). Not part of the API: it may change or
+/// Thin wrappers around the sans-IO HTTP/1 codec and the HTTP/2 frame codec, HPACK and
+/// server machine, for the fuzz targets (`fuzz/`) and the stable property tests
+/// (`tests/fuzz_fallback.rs`, `tests/h2_fuzz_fallback.rs`). Not part of the API: it may change or
 /// vanish at any release.
 #[doc(hidden)]
 pub mod fuzzing {
@@ -689,6 +690,9 @@ pub mod fuzzing {
             .map_err(|e| e.reason())
     }
 
+    /// A decoded header list: (name, value) bytes in order.
+    pub type HpackFields = Vec<(Vec<u8>, Vec<u8>)>;
+
     /// One peer's HPACK decoder (`hpack::Decoder`).
     #[derive(Debug)]
     pub struct HpackDecoder(hpack::Decoder);
@@ -706,11 +710,7 @@ pub mod fuzzing {
 
         /// Decodes one complete block; the error is the `DecodeError`'s name
         /// (`"ListTooLarge"` past `max_list`, the only one that is not a connection error).
-        pub fn decode(
-            &mut self,
-            block: &[u8],
-            max_list: usize,
-        ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+        pub fn decode(&mut self, block: &[u8], max_list: usize) -> Result<HpackFields, String> {
             let mut fields = Vec::new();
             self.0
                 .decode(block, max_list, |n, v| {
