@@ -4,6 +4,9 @@
 //!
 //! Every check panics (with the offending input in the message) when a rule breaks.
 
+#[path = "h2.rs"]
+pub mod h2;
+
 use fibr::http::fuzzing::{
     decode_chunked, encode_chunk, encode_chunk_header, encode_last_chunk, encode_request_head,
     is_forbidden_trailer, parse_request_head, parse_response_head, serve_pieces, ChunkedDecoder,

@@ -148,7 +148,7 @@ impl Conn {
         Ok(Conn {
             sock,
             buf: Vec::new(),
-            decoder: HpackDecoder::new(),
+            decoder: HpackDecoder::new(4096),
             partial: None,
             closed: None,
             seen: Vec::new(),
@@ -340,7 +340,7 @@ impl Conn {
     }
 
     fn decoded(&mut self, stream: u32, end_stream: bool, block: &[u8]) -> Ev {
-        match self.decoder.decode(block) {
+        match self.decoder.decode(block, usize::MAX) {
             Ok(fields) => {
                 let fields: Fields = fields
                     .into_iter()
