@@ -1,0 +1,390 @@
+//! fibr's client speaking HTTP/2 over real sockets on 127.0.0.1: h2c by prior knowledge
+//! against fibr's own server and hyper's, h2 over TLS by ALPN against fibr's server,
+//! multiplexing on one connection, flow control (4 MiB each way), trailers, a GOAWAY
+//! mid-flight and reset streams.
+
+#![cfg(all(feature = "client", feature = "tls"))]
+
+mod common;
+
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use common::{bounded, start, step};
+use fibr::client::Client;
+use fibr::http::ServerConfig;
+use http::{HeaderMap, Request, Response, Version};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+const BIG: usize = 4 << 20;
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+fn app() -> Router {
+    Router::new()
+        .route(
+            "/version",
+            get(|req: axum::extract::Request| async move { format!("{:?}", req.version()) }),
+        )
+        .route("/big", get(|| async { pattern(BIG) }))
+        .route("/echo", post(|body: axum::body::Bytes| async move { body }))
+}
+
+fn h2c() -> Client {
+    Client::builder().http2_prior_knowledge().build()
+}
+
+#[test]
+fn h2c_by_prior_knowledge_against_fibrs_server() {
+    bounded(LIMIT, || {
+        let addr = start(app(), ServerConfig::default());
+        fibr::run(async move {
+            let client = h2c();
+            for _ in 0..3 {
+                let res = step("GET", client.get(format!("http://{addr}/version")))
+                    .await
+                    .unwrap();
+                assert_eq!(res.status(), 200);
+                assert_eq!(res.version(), Version::HTTP_2);
+                let body = res.into_body().collect().await.unwrap().to_bytes();
+                assert_eq!(body, "HTTP/2.0");
+            }
+        });
+    });
+}
+
+#[test]
+fn four_mib_up_and_down_against_fibrs_server() {
+    bounded(LIMIT, || {
+        let addr = start(app(), ServerConfig::default());
+        fibr::run(async move {
+            let client = h2c();
+            let res = step("GET /big", client.get(format!("http://{addr}/big")))
+                .await
+                .unwrap();
+            let body = step("the 4 MiB body", res.into_body().collect())
+                .await
+                .unwrap()
+                .to_bytes();
+            assert!(
+                body == pattern(BIG),
+                "download differs ({} bytes)",
+                body.len()
+            );
+
+            // A full body, and a streamed one in 64 KiB pieces (pulled as windows open).
+            let data = Bytes::from(pattern(BIG));
+            let req = Request::post(format!("http://{addr}/echo"))
+                .body(Full::new(data.clone()))
+                .unwrap();
+            let res = step("POST full", client.request(req)).await.unwrap();
+            let echoed = res.into_body().collect().await.unwrap().to_bytes();
+            assert!(echoed == data, "full upload differs");
+
+            let chunks: Vec<Result<Frame<Bytes>, Infallible>> = data
+                .chunks(64 * 1024)
+                .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+                .collect();
+            let body = StreamBody::new(futures_util::stream::iter(chunks));
+            let req = Request::post(format!("http://{addr}/echo"))
+                .body(body)
+                .unwrap();
+            let res = step("POST streamed", client.request(req)).await.unwrap();
+            let echoed = res.into_body().collect().await.unwrap().to_bytes();
+            assert!(echoed == data, "streamed upload differs");
+        });
+    });
+}
+
+#[test]
+fn h2_over_tls_by_alpn_against_fibrs_server() {
+    use common::pki::Pki;
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let tls = pki.server_config(&leaf);
+        let listener = fibr::run(fibr::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(fibr::spawn(async move {
+            let _ = fibr::serve(listener, app()).with_tls(Arc::new(tls)).await;
+        }));
+        fibr::run(async move {
+            let url = format!("https://localhost:{}/version", addr.port());
+            let client = Client::builder()
+                .tls_config(Arc::new(pki.client_config()))
+                .build_https();
+            for _ in 0..2 {
+                let res = step("GET over h2", client.get(&url)).await.unwrap();
+                assert_eq!(res.version(), Version::HTTP_2);
+                let body = res.into_body().collect().await.unwrap().to_bytes();
+                assert_eq!(body, "HTTP/2.0");
+            }
+            let client = Client::builder()
+                .http1_only(true)
+                .tls_config(Arc::new(pki.client_config()))
+                .build_https();
+            let res = step("GET over http/1.1", client.get(&url)).await.unwrap();
+            assert_eq!(res.version(), Version::HTTP_11);
+            let body = res.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, "HTTP/1.1");
+        });
+    });
+}
+
+// --- Against hyper's HTTP/2 server -----------------------------------------------------
+
+type HyperBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// hyper's h2 server on a tokio runtime; `accepted` counts TCP connections. `goaway`
+/// holds a sender the service can fire to shut the connection down gracefully.
+struct Hyper {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    _rt: tokio::runtime::Runtime,
+}
+
+type Shutdowns = Arc<Mutex<Vec<tokio::sync::oneshot::Sender<()>>>>;
+
+fn hyper_server(max_streams: u32) -> Hyper {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    rt.spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let shutdowns: Shutdowns = Arc::new(Mutex::new(vec![tx]));
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let shutdowns = shutdowns.clone();
+                    async move { hyper_service(req, shutdowns).await }
+                });
+                let conn =
+                    hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                        .max_concurrent_streams(max_streams)
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc);
+                let mut conn = std::pin::pin!(conn);
+                tokio::select! {
+                    _ = conn.as_mut() => {}
+                    _ = rx => {
+                        conn.as_mut().graceful_shutdown();
+                        let _ = conn.await;
+                    }
+                }
+            });
+        }
+    });
+    Hyper {
+        addr,
+        accepted,
+        _rt: rt,
+    }
+}
+
+async fn hyper_service(
+    req: Request<Incoming>,
+    shutdowns: Shutdowns,
+) -> Result<Response<HyperBody>, std::io::Error> {
+    let path = req.uri().path().to_owned();
+    match path.as_str() {
+        "/reset" => Err(std::io::Error::other("the service fails: a reset stream")),
+        "/slow-goaway" => {
+            // GOAWAY while this request is in flight; it still gets its answer.
+            if let Some(tx) = shutdowns.lock().unwrap().pop() {
+                let _ = tx.send(());
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok(Response::new(Full::new(Bytes::from("finished")).boxed()))
+        }
+        "/trailers" => {
+            let collected = req.into_body().collect().await.unwrap();
+            let got = collected.trailers().cloned().unwrap_or_default();
+            let body = collected.to_bytes();
+            let mut t = HeaderMap::new();
+            t.insert("grpc-status", "0".parse().unwrap());
+            if let Some(v) = got.get("x-request-trailer") {
+                t.insert("x-echoed-trailer", v.clone());
+            }
+            let frames: Vec<Result<Frame<Bytes>, Infallible>> =
+                vec![Ok(Frame::data(body)), Ok(Frame::trailers(t))];
+            Ok(Response::new(
+                StreamBody::new(futures_util::stream::iter(frames)).boxed(),
+            ))
+        }
+        _ => {
+            // A little wait so that the requests overlap on the connection.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok(Response::new(Full::new(Bytes::from(path)).boxed()))
+        }
+    }
+}
+
+#[test]
+fn a_hundred_concurrent_requests_share_one_connection_beyond_the_stream_limit() {
+    bounded(LIMIT, || {
+        // hyper allows 10 streams at once: the other 90 wait for streams to end.
+        let server = hyper_server(10);
+        let addr = server.addr;
+        fibr::run(async move {
+            let client = h2c();
+            let requests = (0..100).map(|i| {
+                let client = client.clone();
+                async move {
+                    let res = client.get(format!("http://{addr}/r{i}")).await.unwrap();
+                    assert_eq!(res.version(), Version::HTTP_2);
+                    let body = res.into_body().collect().await.unwrap().to_bytes();
+                    assert_eq!(body, format!("/r{i}"));
+                }
+            });
+            step("100 requests", futures_util::future::join_all(requests)).await;
+        });
+        assert_eq!(
+            server.accepted.load(Ordering::SeqCst),
+            1,
+            "one TCP connection"
+        );
+    });
+}
+
+#[test]
+fn trailers_both_ways_against_hyper() {
+    bounded(LIMIT, || {
+        let server = hyper_server(100);
+        let addr = server.addr;
+        fibr::run(async move {
+            let client = h2c();
+            let mut t = HeaderMap::new();
+            t.insert("x-request-trailer", "sent".parse().unwrap());
+            let frames: Vec<Result<Frame<Bytes>, Infallible>> = vec![
+                Ok(Frame::data(Bytes::from("payload"))),
+                Ok(Frame::trailers(t)),
+            ];
+            let req = Request::post(format!("http://{addr}/trailers"))
+                .header("te", "trailers")
+                .body(StreamBody::new(futures_util::stream::iter(frames)))
+                .unwrap();
+            let res = step("POST with trailers", client.request(req))
+                .await
+                .unwrap();
+            let collected = step("the body", res.into_body().collect()).await.unwrap();
+            let trailers = collected.trailers().cloned().expect("response trailers");
+            assert_eq!(trailers["grpc-status"], "0");
+            assert_eq!(trailers["x-echoed-trailer"], "sent");
+            assert_eq!(collected.to_bytes(), "payload");
+        });
+    });
+}
+
+#[test]
+fn a_goaway_mid_flight_lets_the_request_finish_and_new_ones_take_a_new_connection() {
+    bounded(LIMIT, || {
+        let server = hyper_server(100);
+        let addr = server.addr;
+        fibr::run(async move {
+            let client = h2c();
+            let res = step("warm up", client.get(format!("http://{addr}/a")))
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            let slow = {
+                let client = client.clone();
+                fibr::spawn(async move {
+                    let res = client.get(format!("http://{addr}/slow-goaway")).await?;
+                    res.into_body().collect().await.map(|c| c.to_bytes())
+                })
+            };
+            // Give the GOAWAY time to arrive, then send more.
+            fibr::time::sleep(Duration::from_millis(150)).await;
+            for i in 0..3 {
+                let res = step("after GOAWAY", client.get(format!("http://{addr}/b{i}")))
+                    .await
+                    .unwrap();
+                let body = res.into_body().collect().await.unwrap().to_bytes();
+                assert_eq!(body, format!("/b{i}"));
+            }
+            let body = step("the in-flight request", slow).await.unwrap();
+            assert_eq!(body, "finished");
+        });
+        assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn a_reset_stream_fails_its_request_only() {
+    bounded(LIMIT, || {
+        let server = hyper_server(100);
+        let addr = server.addr;
+        fibr::run(async move {
+            let client = h2c();
+            let e = step("GET /reset", client.get(format!("http://{addr}/reset")))
+                .await
+                .expect_err("the server resets the stream");
+            assert!(e.to_string().contains("reset"), "{e}");
+            // A body dropped before its end resets our side; the connection goes on.
+            let res = step("GET", client.get(format!("http://{addr}/ok")))
+                .await
+                .unwrap();
+            drop(res);
+            let res = step("GET after", client.get(format!("http://{addr}/ok2")))
+                .await
+                .unwrap();
+            let body = res.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, "/ok2");
+        });
+        assert_eq!(server.accepted.load(Ordering::SeqCst), 1);
+    });
+}
+
+#[test]
+fn a_dropped_download_gives_its_window_back() {
+    bounded(LIMIT, || {
+        let addr = start(app(), ServerConfig::default());
+        fibr::run(async move {
+            // A 1 MiB connection window: three 4 MiB bodies dropped unread after their
+            // first frame would stall the connection unless their bytes are credited.
+            let client = Client::builder()
+                .http2_prior_knowledge()
+                .http2_initial_connection_window_size(1 << 20)
+                .http2_initial_stream_window_size(512 << 10)
+                .build();
+            for _ in 0..3 {
+                let res = step("GET /big", client.get(format!("http://{addr}/big")))
+                    .await
+                    .unwrap();
+                let mut body = res.into_body();
+                let first = step("a frame", body.frame()).await.unwrap().unwrap();
+                assert!(first.is_data());
+                fibr::time::sleep(Duration::from_millis(20)).await;
+                drop(body);
+            }
+            let res = step("GET /version", client.get(format!("http://{addr}/version")))
+                .await
+                .unwrap();
+            let body = step("its body", res.into_body().collect())
+                .await
+                .unwrap()
+                .to_bytes();
+            assert_eq!(body, "HTTP/2.0");
+        });
+    });
+}
