@@ -364,15 +364,19 @@ impl<Io: Connection> Driver<Io> {
     /// Opens streams for queued requests while the server's limit allows; refuses them
     /// once the connection is unusable. Returns whether anything happened.
     fn intake(&mut self, cx: &mut Context<'_>) -> bool {
+        let shared = self.shared.clone();
         let (opened, refused) = {
-            let mut st = self.shared.lock();
+            let mut st = shared.lock();
             if !st.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 st.waker = Some(cx.waker().clone());
             }
-            let mut opened = Vec::new();
+            let mut opened = false;
             while self.machine.can_open() {
                 match st.queue.pop_front() {
-                    Some(q) => opened.push(q),
+                    Some(q) => {
+                        self.open(q);
+                        opened = true;
+                    }
                     None => break,
                 }
             }
@@ -384,7 +388,7 @@ impl<Io: Connection> Driver<Io> {
             } else {
                 st.queue.drain(..).collect()
             };
-            if st.handles == 0 && st.queue.is_empty() && opened.is_empty() {
+            if st.handles == 0 && st.queue.is_empty() && !opened {
                 if self.streams.is_empty() {
                     self.machine.close(&mut self.out);
                     self.shutting = true;
@@ -392,15 +396,12 @@ impl<Io: Connection> Driver<Io> {
             }
             (opened, refused)
         };
-        let progress = !opened.is_empty() || !refused.is_empty();
+        let progress = opened || !refused.is_empty();
         for q in refused {
             q.slot.fail(Failure::NotSent(Error::new(
                 ErrorKind::ClosedBeforeResponse,
                 "the HTTP/2 connection closed before the request was sent",
             )));
-        }
-        for q in opened {
-            self.open(q);
         }
         progress
     }
