@@ -366,7 +366,7 @@ impl<C: Connector> Client<C> {
         self.send(req.map(ReqBody::new)).await
     }
 
-    /// Idle connections in the pool now (all hosts).
+    /// Connections in the pool now (all hosts): idle HTTP/1 ones and shared HTTP/2 ones.
     pub fn idle_connections(&self) -> usize {
         self.inner.pool.idle_count()
     }

@@ -317,8 +317,14 @@ impl<Io: Connection> IdlePool<Io> {
         left
     }
 
-    /// Idle connections now kept, all hosts (for tests and diagnostics).
+    /// Connections now kept, all hosts: idle HTTP/1 ones and shared HTTP/2 ones (for
+    /// tests and diagnostics).
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap().values().map(Vec::len).sum()
+        let h2 = self
+            .h2_lock()
+            .values()
+            .filter(|e| matches!(e, H2Entry::Ready(c) if c.is_usable()))
+            .count();
+        h2 + self.idle.lock().unwrap().values().map(Vec::len).sum::<usize>()
     }
 }
