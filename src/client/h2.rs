@@ -388,11 +388,9 @@ impl<Io: Connection> Driver<Io> {
             } else {
                 st.queue.drain(..).collect()
             };
-            if st.handles == 0 && st.queue.is_empty() && !opened {
-                if self.streams.is_empty() {
-                    self.machine.close(&mut self.out);
-                    self.shutting = true;
-                }
+            if st.handles == 0 && st.queue.is_empty() && !opened && self.streams.is_empty() {
+                self.machine.close(&mut self.out);
+                self.shutting = true;
             }
             (opened, refused)
         };

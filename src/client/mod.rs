@@ -1,5 +1,5 @@
-//! `fibr::client::Client`: a hyper-style HTTP/1.1 client on fibr's loops (feature
-//! `client`).
+//! `fibr::client::Client`: a hyper-style HTTP/1.1 and HTTP/2 client on fibr's loops
+//! (feature `client`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), fibr::client::Error> {
@@ -27,7 +27,16 @@
 //!   an event loop or a worker.
 //! - [`Connector`]s make connections: [`HttpConnector`] (`http` over TCP and `http+unix`,
 //!   see [`unix_uri`]), [`UnixConnector`], or your own (TLS, proxies). A connection that
-//!   reports ALPN `h2` ([`Connected::negotiated_h2`]) is refused for now (HTTP/1 only).
+//!   reports ALPN `h2` ([`Connected::negotiated_h2`]) speaks HTTP/2.
+//! - HTTP/2 (`client::h2` driving the sans-IO `http::h2::client`): over TLS when ALPN
+//!   picks `h2` (offered with `http/1.1` unless [`Builder::http1_only`]), and h2c with
+//!   [`Builder::http2_prior_knowledge`]. One connection per (scheme, authority) carries
+//!   every request, multiplexed, with one task per connection that reads for all its
+//!   streams; requests beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS wait for a
+//!   stream. Streams the server refuses (REFUSED_STREAM, or above a GOAWAY's last stream)
+//!   are sent again on a new connection when their body is whole; a GOAWAY lets the
+//!   streams below it finish. Trailers go both ways (tonic's gRPC over the
+//!   `tower::Service`).
 //! - A request that never reached the server (the pooled connection turned out closed
 //!   before it was written), and an idempotent request (GET, PUT, ...) whose reused
 //!   connection closed before answering, are retried once on a fresh connection, if
@@ -75,7 +84,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// An HTTP/1.1 client with a connection pool. Cloning is cheap and shares the pool.
+/// An HTTP/1.1 and HTTP/2 client with a connection pool. Cloning is cheap and shares the
+/// pool.
 pub struct Client<C: Connector = HttpConnector> {
     inner: Arc<Inner<C>>,
 }

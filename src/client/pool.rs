@@ -325,6 +325,12 @@ impl<Io: Connection> IdlePool<Io> {
             .values()
             .filter(|e| matches!(e, H2Entry::Ready(c) if c.is_usable()))
             .count();
-        h2 + self.idle.lock().unwrap().values().map(Vec::len).sum::<usize>()
+        h2 + self
+            .idle
+            .lock()
+            .unwrap()
+            .values()
+            .map(Vec::len)
+            .sum::<usize>()
     }
 }
