@@ -156,6 +156,7 @@ type HyperBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 struct Hyper {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
     _rt: tokio::runtime::Runtime,
 }
 
@@ -173,6 +174,8 @@ fn hyper_server(max_streams: u32) -> Hyper {
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
+    let closed = Arc::new(AtomicUsize::new(0));
+    let closes = closed.clone();
     rt.spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
@@ -181,6 +184,7 @@ fn hyper_server(max_streams: u32) -> Hyper {
             count.fetch_add(1, Ordering::SeqCst);
             let (tx, rx) = tokio::sync::oneshot::channel();
             let shutdowns: Shutdowns = Arc::new(Mutex::new(vec![tx]));
+            let closes = closes.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
                     let shutdowns = shutdowns.clone();
@@ -198,12 +202,14 @@ fn hyper_server(max_streams: u32) -> Hyper {
                         let _ = conn.await;
                     }
                 }
+                closes.fetch_add(1, Ordering::SeqCst);
             });
         }
     });
     Hyper {
         addr,
         accepted,
+        closed,
         _rt: rt,
     }
 }
@@ -392,6 +398,123 @@ fn a_dropped_download_gives_its_window_back() {
                 .unwrap()
                 .to_bytes();
             assert_eq!(body, "HTTP/2.0");
+        });
+    });
+}
+
+#[test]
+fn an_idle_h2_connection_is_closed_after_the_pool_idle_timeout() {
+    bounded(LIMIT, || {
+        let server = hyper_server(100);
+        let addr = server.addr;
+        fibr::run(async move {
+            let client = Client::builder()
+                .http2_prior_knowledge()
+                .pool_idle_timeout(Duration::from_millis(200))
+                .build();
+            let res = step("GET", client.get(format!("http://{addr}/x")))
+                .await
+                .unwrap();
+            res.into_body().collect().await.unwrap();
+            assert_eq!(client.idle_connections(), 1);
+            fibr::time::sleep(Duration::from_millis(600)).await;
+            assert_eq!(client.idle_connections(), 0);
+            // The next request takes a new connection.
+            let res = step("GET", client.get(format!("http://{addr}/y")))
+                .await
+                .unwrap();
+            res.into_body().collect().await.unwrap();
+        });
+        assert_eq!(server.accepted.load(Ordering::SeqCst), 2);
+        assert!(common::wait_until(Duration::from_secs(5), || server
+            .closed
+            .load(Ordering::SeqCst)
+            >= 1));
+    });
+}
+
+/// A hand-made h2c server: its odd-numbered connections answer the first HEADERS with
+/// GOAWAY(last stream 0), so the request was never processed; the others answer every
+/// HEADERS with a bodiless 200. Counts accepted connections.
+fn refusing_server() -> (SocketAddr, Arc<AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { return };
+            let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+            std::thread::spawn(move || {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                // An empty SETTINGS.
+                let _ = s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+                let mut buf = Vec::new();
+                let mut pos = 24; // the preface
+                let mut chunk = [0u8; 16 * 1024];
+                loop {
+                    match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                    while buf.len() >= pos + 9 {
+                        let len = u32::from_be_bytes([0, buf[pos], buf[pos + 1], buf[pos + 2]]);
+                        let end = pos + 9 + len as usize;
+                        if buf.len() < end {
+                            break;
+                        }
+                        let kind = buf[pos + 3];
+                        let stream = &buf[pos + 5..pos + 9];
+                        if kind == 1 {
+                            let mut out = Vec::new();
+                            if n % 2 == 1 {
+                                out.extend_from_slice(&[0, 0, 8, 7, 0, 0, 0, 0, 0]);
+                                out.extend_from_slice(&[0; 8]);
+                            } else {
+                                // HEADERS, END_STREAM | END_HEADERS, `:status: 200` indexed.
+                                out.extend_from_slice(&[0, 0, 1, 1, 5]);
+                                out.extend_from_slice(stream);
+                                out.push(0x88);
+                            }
+                            let _ = s.write_all(&out);
+                        }
+                        pos = end;
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[test]
+fn a_request_above_a_goaways_last_stream_goes_again_on_a_new_connection() {
+    bounded(LIMIT, || {
+        let (addr, accepted) = refusing_server();
+        fibr::run(async move {
+            let client = h2c();
+            let res = step(
+                "GET, refused then sent again",
+                client.get(format!("http://{addr}/")),
+            )
+            .await
+            .expect("sent again on the second connection");
+            assert_eq!(res.status(), 200);
+            assert_eq!(accepted.load(Ordering::SeqCst), 2);
+
+            // A streamed body is taken as it is sent: a refused one cannot go again.
+            let client = h2c();
+            let chunks: Vec<Result<Frame<Bytes>, Infallible>> =
+                vec![Ok(Frame::data(Bytes::from("streamed")))];
+            let req = Request::post(format!("http://{addr}/"))
+                .body(StreamBody::new(futures_util::stream::iter(chunks)))
+                .unwrap();
+            let e = step("POST, refused", client.request(req))
+                .await
+                .expect_err("refused, and not sent again");
+            assert!(e.is_closed(), "{e}");
+            assert_eq!(accepted.load(Ordering::SeqCst), 3);
         });
     });
 }

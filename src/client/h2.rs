@@ -23,6 +23,7 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{ready, Context, Poll, Waker};
+use std::time::Duration;
 
 /// Plaintext read at a time.
 const READ_CHUNK: usize = 32 * 1024;
@@ -210,8 +211,12 @@ impl StreamRef {
 
 impl H2Conn {
     /// Starts the connection's task over `io` (TLS already done, or h2c by prior
-    /// knowledge).
-    pub(crate) fn start<Io: Connection>(io: Io, cfg: &ClientConfig) -> H2Conn {
+    /// knowledge); it closes after `idle_timeout` without streams.
+    pub(crate) fn start<Io: Connection>(
+        io: Io,
+        cfg: &ClientConfig,
+        idle_timeout: Option<Duration>,
+    ) -> H2Conn {
         let shared = Arc::new(Shared {
             state: Mutex::new(ConnState {
                 waker: None,
@@ -232,6 +237,8 @@ impl H2Conn {
             streams: HashMap::new(),
             events: Vec::new(),
             shutting: false,
+            idle_timeout,
+            idle: None,
         };
         drop(crate::spawn(
             async move { poll_fn(|cx| driver.poll(cx)).await },
@@ -328,6 +335,9 @@ struct Driver<Io> {
     events: Vec<Event>,
     /// Closing: our GOAWAY is being written, then the stream shut down.
     shutting: bool,
+    idle_timeout: Option<Duration>,
+    /// Armed while the connection has no streams.
+    idle: Option<crate::time::Sleep>,
 }
 
 impl<Io: Connection> Driver<Io> {
@@ -343,6 +353,12 @@ impl<Io: Connection> Driver<Io> {
                 continue;
             }
             progress |= self.streams_step(cx);
+            if self.idle_expired(cx) {
+                self.machine.close(&mut self.out);
+                self.lose_everything();
+                self.shutting = true;
+                continue;
+            }
             self.machine.flush_credit(&mut self.out);
             if let Poll::Ready(Err(e)) = self.poll_write(cx) {
                 tracing::debug!(error = %e, "HTTP/2 connection write failed");
@@ -359,6 +375,17 @@ impl<Io: Connection> Driver<Io> {
                 return Poll::Pending;
             }
         }
+    }
+
+    /// Whether the connection has been without streams for the idle timeout (the timer
+    /// runs only meanwhile).
+    fn idle_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(t) = self.idle_timeout.filter(|_| self.streams.is_empty()) else {
+            self.idle = None;
+            return false;
+        };
+        let sleep = self.idle.get_or_insert_with(|| crate::time::sleep(t));
+        std::future::Future::poll(Pin::new(sleep), cx).is_ready()
     }
 
     /// Opens streams for queued requests while the server's limit allows; refuses them
@@ -412,6 +439,9 @@ impl<Io: Connection> Driver<Io> {
             authority,
             slot,
         } = q;
+        if slot.lock().dropped {
+            return; // the caller gave up while it waited for a stream
+        }
         let end = body.is_end_stream();
         if let Some(n) = body.size_hint().exact() {
             let bodied = !matches!(

@@ -108,6 +108,8 @@ struct Inner<C: Connector> {
     h1: H1Options,
     h2: H2Config,
     h2_prior_knowledge: bool,
+    /// How long an HTTP/2 connection without streams is kept.
+    idle_timeout: Option<Duration>,
 }
 
 /// Settings of a [`Client`]; see [`Client::builder`].
@@ -148,7 +150,7 @@ impl Default for Builder {
 
 impl Builder {
     /// How long an idle pooled connection is kept (default 90 s; `None`: until the server
-    /// closes it).
+    /// closes it). An HTTP/2 connection is idle while it has no streams.
     pub fn pool_idle_timeout(&mut self, t: impl Into<Option<Duration>>) -> &mut Self {
         self.idle_timeout = t.into();
         self
@@ -320,6 +322,7 @@ impl Builder {
                 h1: self.h1,
                 h2: self.h2.clone(),
                 h2_prior_knowledge: self.h2_prior_knowledge && !self.http1_only,
+                idle_timeout: self.idle_timeout,
             }),
         }
     }
@@ -419,15 +422,20 @@ impl<C: Connector> Client<C> {
             let whole = req.body().try_clone().is_some();
             let replayable = whole && is_idempotent(req.method());
             let max_body = self.inner.max_body;
-            let r = match conn {
+            // HTTP/2 says when a stream was not processed (REFUSED_STREAM, GOAWAY): that one
+            // goes again even from a fresh connection.
+            let (r, refused) = match conn {
                 Picked::H1(mut conn) => match conn.conn.exchange(&mut req, framing, max_body).await
                 {
                     Ok(answer) => return Ok(respond(conn, answer, max_body)),
-                    Err(f) => f,
+                    Err(f) => (f, false),
                 },
                 Picked::H2(h2) => match h2.send(take_or_copy(&mut req), &key, max_body).await {
                     Ok(res) => return Ok(res),
-                    Err(f) => f,
+                    Err(f) => {
+                        let refused = matches!(f, Failure::NotSent(_));
+                        (f, refused)
+                    }
                 },
             };
             let e = match r {
@@ -435,7 +443,7 @@ impl<C: Connector> Client<C> {
                 Failure::Sent(e) if e.kind() == ErrorKind::ClosedBeforeResponse && replayable => e,
                 Failure::NotSent(e) | Failure::Sent(e) => return Err(e),
             };
-            if !reused || fresh_only || !self.inner.retry {
+            if !(reused || refused) || fresh_only || !self.inner.retry {
                 return Err(e);
             }
             fresh_only = true;
@@ -467,7 +475,7 @@ impl<C: Connector> Client<C> {
         };
         let io = self.connect(key).await?;
         if prior || io.connected().is_negotiated_h2() {
-            let h2 = H2Conn::start(io, &self.inner.h2);
+            let h2 = H2Conn::start(io, &self.inner.h2, self.inner.idle_timeout);
             match guard {
                 Some(g) => g.fulfill(&h2),
                 None => pool.h2_put(key, &h2),
