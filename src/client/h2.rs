@@ -562,6 +562,14 @@ impl<Io: Connection> Driver<Io> {
     }
 
     fn handle_events(&mut self) {
+        if self.events.is_empty() {
+            return;
+        }
+        // Before any request learns its stream was refused, so that it is not sent again
+        // on this connection.
+        if !self.machine.is_usable() {
+            self.shared.lock().usable = false;
+        }
         for e in std::mem::take(&mut self.events) {
             match e {
                 Event::Head { stream, head } => {

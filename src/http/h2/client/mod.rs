@@ -451,7 +451,8 @@ impl ClientConn {
     }
 
     /// §6.8: streams above `last_stream` were never processed and are given back as
-    /// refused; the rest finish. No new streams are opened.
+    /// refused (after the GoAway event, so the driver knows first); the rest finish. No
+    /// new streams are opened.
     fn on_goaway(&mut self, last_stream: u32, code: ErrorCode, ev: &mut Vec<Event>) {
         if self.phase == Phase::Open {
             self.phase = Phase::Away;
@@ -463,6 +464,7 @@ impl ClientConn {
             .filter(|&id| id > last_stream)
             .collect();
         refused.sort_unstable();
+        ev.push(Event::GoAway { last_stream, code });
         for stream in refused {
             self.streams.remove(&stream);
             ev.push(Event::Reset {
@@ -470,7 +472,6 @@ impl ClientConn {
                 why: Why::Refused,
             });
         }
-        ev.push(Event::GoAway { last_stream, code });
     }
 
     fn on_data(

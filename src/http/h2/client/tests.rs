@@ -508,8 +508,8 @@ fn a_goaway_refuses_the_streams_above_its_last_id_and_lets_the_rest_finish() {
     let mut input = Vec::new();
     frame::write_goaway(&mut input, a, ErrorCode::NO_ERROR, b"bye");
     c.receive(&input, &mut out, &mut ev);
-    assert!(matches!(&ev[0], Event::Reset { stream, why: Why::Refused } if *stream == b));
-    assert!(matches!(&ev[1], Event::GoAway { last_stream, .. } if *last_stream == a));
+    assert!(matches!(&ev[0], Event::GoAway { last_stream, .. } if *last_stream == a));
+    assert!(matches!(&ev[1], Event::Reset { stream, why: Why::Refused } if *stream == b));
     assert!(!c.can_open() && !c.is_usable());
     ev.clear();
     input.clear();
