@@ -658,9 +658,8 @@ fn upload(
         let Some(body) = l.body.as_mut() else {
             return progress;
         };
-        if machine.window(id) == 0 {
-            return progress;
-        }
+        // Polled even with the windows shut: one frame waits in `chunk`, and a body's end
+        // (an empty END_STREAM, or trailers) needs no window.
         match Pin::new(&mut *body).poll_frame(cx) {
             Poll::Pending => return progress,
             Poll::Ready(None) => {
