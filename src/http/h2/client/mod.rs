@@ -18,6 +18,8 @@ mod send;
 mod tests;
 
 pub(crate) use response::ResponseHead;
+// Used by `client::h2` (feature `client`) and the tests.
+#[cfg_attr(not(feature = "client"), allow(unused_imports))]
 pub(crate) use send::RequestHead;
 
 use super::frame::{self, ErrorCode, Frame, FrameError, Settings, MAX_WINDOW, PREFACE};
