@@ -73,6 +73,8 @@ fn four_mib_up_and_down_against_fibrs_server() {
             let res = step("GET /big", client.get(format!("http://{addr}/big")))
                 .await
                 .unwrap();
+            use http_body::Body as _;
+            assert_eq!(res.body().size_hint().exact(), Some(BIG as u64));
             let body = step("the 4 MiB body", res.into_body().collect())
                 .await
                 .unwrap()

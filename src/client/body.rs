@@ -366,7 +366,10 @@ impl Body for ResponseBody {
                 Some(n) => SizeHint::with_exact(n),
                 None => SizeHint::default(),
             },
-            State::H2(_) => SizeHint::default(),
+            State::H2(s) => match s.remaining() {
+                Some(n) => SizeHint::with_exact(n),
+                None => SizeHint::default(),
+            },
         }
     }
 }

@@ -152,6 +152,8 @@ impl Slot {
 pub(crate) struct StreamRef {
     slot: Arc<Slot>,
     shared: Arc<Shared>,
+    /// Body bytes still to come, when the response declared its length.
+    remaining: Option<u64>,
 }
 
 impl Drop for StreamRef {
@@ -184,6 +186,7 @@ impl StreamRef {
         let mut s = self.slot.lock();
         if let Some(d) = s.data.pop_front() {
             s.released += d.len();
+            self.remaining = self.remaining.map(|n| n.saturating_sub(d.len() as u64));
             let wake = s.data.is_empty() || s.released >= RELEASE_BATCH;
             drop(s);
             if wake {
@@ -200,6 +203,11 @@ impl StreamRef {
         }
         s.waker = Some(cx.waker().clone());
         Poll::Pending
+    }
+
+    /// The declared length still to come, if any.
+    pub(crate) fn remaining(&self) -> Option<u64> {
+        self.remaining
     }
 
     /// Whether the body has nothing more to give.
@@ -261,9 +269,11 @@ impl H2Conn {
     ) -> Result<Response<ResponseBody>, Failure> {
         let (parts, body) = req.into_parts();
         let slot = Arc::new(Slot::default());
-        let stream = StreamRef {
+        let head_only = parts.method == Method::HEAD;
+        let mut stream = StreamRef {
             slot: slot.clone(),
             shared: self.shared.clone(),
+            remaining: None,
         };
         let authority = match parts.headers.get(HOST).map(HeaderValue::to_str) {
             Some(Ok(h)) => h.to_owned(),
@@ -302,6 +312,12 @@ impl H2Conn {
                 )));
             }
         }
+        let bodiless = head_only || matches!(head.status.as_u16(), 204 | 304);
+        stream.remaining = if bodiless {
+            Some(0)
+        } else {
+            head.content_length
+        };
         let mut res = Response::new(ResponseBody::empty());
         *res.status_mut() = head.status;
         *res.version_mut() = Version::HTTP_2;
