@@ -524,3 +524,69 @@ fn a_request_above_a_goaways_last_stream_goes_again_on_a_new_connection() {
         });
     });
 }
+
+/// An HttpsConnector that counts its connections.
+struct Counting {
+    inner: fibr::client::HttpsConnector,
+    made: Arc<AtomicUsize>,
+}
+
+impl fibr::client::Connector for Counting {
+    type Io = <fibr::client::HttpsConnector as fibr::client::Connector>::Io;
+    fn connect(
+        &self,
+        dst: &http::Uri,
+    ) -> impl std::future::Future<Output = Result<Self::Io, fibr::client::Error>> + Send {
+        self.made.fetch_add(1, Ordering::SeqCst);
+        self.inner.connect(dst)
+    }
+}
+
+#[test]
+fn after_a_goaway_a_key_known_for_h2_makes_one_connection_for_a_burst() {
+    use common::pki::Pki;
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let tls = pki.server_config(&leaf);
+        let listener = fibr::run(fibr::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        // The server closes idle connections (GOAWAY) after 200 ms.
+        let mut cfg = ServerConfig::default();
+        cfg.idle_timeout = Some(Duration::from_millis(200));
+        drop(fibr::spawn(async move {
+            let _ = fibr::serve(listener, app())
+                .with_tls(Arc::new(tls))
+                .with_config(cfg)
+                .await;
+        }));
+        let made = Arc::new(AtomicUsize::new(0));
+        let connector = Counting {
+            inner: fibr::client::HttpsConnector::with_config(Arc::new(pki.client_config())),
+            made: made.clone(),
+        };
+        fibr::run(async move {
+            let client = Client::builder().build_with_connector(connector);
+            let url = format!("https://localhost:{}/version", addr.port());
+            let res = step("first", client.get(&url)).await.unwrap();
+            assert_eq!(res.version(), Version::HTTP_2);
+            drop(res);
+            fibr::time::sleep(Duration::from_millis(500)).await;
+            let burst = (0..20).map(|_| {
+                let client = client.clone();
+                let url = url.clone();
+                async move {
+                    let res = client.get(&url).await.unwrap();
+                    assert_eq!(res.version(), Version::HTTP_2);
+                    res.into_body().collect().await.unwrap();
+                }
+            });
+            step("the burst", futures_util::future::join_all(burst)).await;
+        });
+        assert_eq!(
+            made.load(Ordering::SeqCst),
+            2,
+            "one connection, then one for the burst"
+        );
+    });
+}

@@ -465,7 +465,10 @@ impl<C: Connector> Client<C> {
                 return Ok((Picked::H1(c), true));
             }
         }
-        let guard = if prior {
+        // One connection for everyone waiting, when it will be HTTP/2: by prior knowledge,
+        // or because this key negotiated h2 before. (The first ALPN connections to a key
+        // are made per request: nobody knows yet whether they can be shared.)
+        let guard = if prior || pool.h2_known(key) {
             match poll_fn(|cx| pool.poll_h2_claim(key, cx)).await {
                 pool::H2Claim::Ready(h2) => return Ok((Picked::H2(h2), !fresh_only)),
                 pool::H2Claim::Connect(guard) => Some(guard),

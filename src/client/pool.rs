@@ -174,12 +174,14 @@ impl<Io: Connection> IdlePool<Io> {
         let mut map = self.h2_lock();
         match map.get(key) {
             Some(H2Entry::Ready(c)) if c.is_usable() => Some(c.clone()),
-            Some(H2Entry::Ready(_)) => {
-                map.remove(key);
-                None
-            }
             _ => None,
         }
+    }
+
+    /// Whether the key has spoken HTTP/2 (its spent connection is kept as the mark), so
+    /// its next connection is made once for all requests, as with prior knowledge.
+    pub fn h2_known(&self, key: &Key) -> bool {
+        self.h2_lock().contains_key(key)
     }
 
     /// Shares `conn` (made by ALPN) as the key's HTTP/2 connection.
@@ -190,8 +192,8 @@ impl<Io: Connection> IdlePool<Io> {
         wake_waiters(old);
     }
 
-    /// For prior knowledge: the key's connection, or the duty to make it, or (pending)
-    /// a wait while another request makes it.
+    /// For prior knowledge (or a key known to speak HTTP/2): the key's connection, or the
+    /// duty to make it, or (pending) a wait while another request makes it.
     pub fn poll_h2_claim(self: &Arc<Self>, key: &Key, cx: &mut Context<'_>) -> Poll<H2Claim<Io>> {
         let mut map = self.h2_lock();
         match map.get_mut(key) {
