@@ -171,7 +171,7 @@ impl<Io: Connection> IdlePool<Io> {
 
     /// The key's HTTP/2 connection, if one is shared and still takes requests.
     pub fn h2_get(&self, key: &Key) -> Option<H2Conn> {
-        let mut map = self.h2_lock();
+        let map = self.h2_lock();
         match map.get(key) {
             Some(H2Entry::Ready(c)) if c.is_usable() => Some(c.clone()),
             _ => None,
