@@ -682,32 +682,34 @@ fn fibr_client_over_https_to_fibr_and_to_axum_on_tokio_rustls() {
 }
 
 #[test]
-fn the_client_refuses_h2_picked_by_alpn_and_fills_in_http11() {
+fn the_client_offers_h2_and_http11_by_alpn_and_speaks_what_the_server_picks() {
     bounded(LIMIT, || {
         let pki = Pki::new();
         let leaf = pki.server(&["localhost"]);
-        // A server that prefers h2 (and can speak http/1.1).
+        // A server that prefers h2 (and can speak http/1.1); hyper's, over tokio-rustls,
+        // speaks HTTP/1.1 only, so it must not pick h2: it offers http/1.1 alone.
         let mut config = pki.server_config(&leaf);
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let (addr, _rt) = start_axum_tls(config);
         let url: http::Uri = format!("https://localhost:{}/", addr.port())
             .parse()
             .unwrap();
         fibr::run(async move {
-            // A client config naming no protocol: fibr offers http/1.1 only.
+            // A client config naming no protocol: fibr offers h2 and http/1.1, and this
+            // server picks http/1.1.
             let client = fibr::client::Client::builder()
                 .tls_config(Arc::new(pki.client_config()))
                 .build_https();
             let resp = client.get(url.clone()).await.expect("http/1.1 by ALPN");
             assert_eq!(resp.status(), 200);
-            // One that offers h2 gets it from this server, and a clear refusal from fibr.
-            let mut h2 = pki.client_config();
-            h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            assert_eq!(resp.version(), http::Version::HTTP_11);
+            // http1_only: http/1.1 alone is offered.
             let client = fibr::client::Client::builder()
-                .tls_config(Arc::new(h2))
+                .http1_only(true)
+                .tls_config(Arc::new(pki.client_config()))
                 .build_https();
-            let e = client.get(url).await.expect_err("h2 is refused");
-            assert!(e.is_connect() && e.to_string().contains("HTTP/2"), "{e}");
+            let resp = client.get(url).await.expect("http/1.1 only");
+            assert_eq!(resp.version(), http::Version::HTTP_11);
         });
     });
 }

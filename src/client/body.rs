@@ -88,6 +88,15 @@ impl ReqBody {
         ReqBody::Boxed(UnsyncBoxBody::new(IntoBytes { inner: body }))
     }
 
+    /// A copy for sending again, when the body is still whole (none, or full bytes).
+    pub(crate) fn try_clone(&self) -> Option<ReqBody> {
+        match self {
+            ReqBody::Empty => Some(ReqBody::Empty),
+            ReqBody::Full(b) => Some(ReqBody::Full(b.clone())),
+            ReqBody::Boxed(_) => None,
+        }
+    }
+
     fn full(b: Bytes) -> ReqBody {
         if b.is_empty() {
             ReqBody::Empty
@@ -173,6 +182,8 @@ enum State {
     Full(Bytes),
     /// The body streams in over its connection.
     Streaming(Streaming),
+    /// The body comes from an HTTP/2 stream, through its connection's task.
+    H2(super::h2::StreamRef),
 }
 
 /// A response body. It streams: frames arrive as the server sends them, read by whoever
@@ -217,6 +228,15 @@ impl ResponseBody {
                 rbuf,
                 decoder,
             }),
+            limit,
+            seen: 0,
+        }
+    }
+
+    /// A body on an HTTP/2 stream.
+    pub(crate) fn h2(stream: super::h2::StreamRef, limit: Option<u64>) -> ResponseBody {
+        ResponseBody {
+            state: State::H2(stream),
             limit,
             seen: 0,
         }
@@ -281,6 +301,17 @@ impl Body for ResponseBody {
         let this = self.get_mut();
         let frame = match &mut this.state {
             State::Done => return Poll::Ready(None),
+            State::H2(s) => match ready!(s.poll_frame(cx)) {
+                Some(Ok(f)) => f,
+                Some(Err(e)) => {
+                    this.state = State::Done;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None => {
+                    this.state = State::Done;
+                    return Poll::Ready(None);
+                }
+            },
             State::Full(_) => {
                 let State::Full(b) = std::mem::replace(&mut this.state, State::Done) else {
                     unreachable!("matched above")
@@ -323,6 +354,7 @@ impl Body for ResponseBody {
             State::Done => true,
             State::Full(_) => false,
             State::Streaming(s) => s.is_end(),
+            State::H2(s) => s.is_end(),
         }
     }
 
@@ -331,6 +363,10 @@ impl Body for ResponseBody {
             State::Done => SizeHint::with_exact(0),
             State::Full(b) => SizeHint::with_exact(b.len() as u64),
             State::Streaming(s) => match s.decoder.remaining() {
+                Some(n) => SizeHint::with_exact(n),
+                None => SizeHint::default(),
+            },
+            State::H2(s) => match s.remaining() {
                 Some(n) => SizeHint::with_exact(n),
                 None => SizeHint::default(),
             },

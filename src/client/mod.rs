@@ -1,5 +1,5 @@
-//! `fibr::client::Client`: a hyper-style HTTP/1.1 client on fibr's loops (feature
-//! `client`).
+//! `fibr::client::Client`: a hyper-style HTTP/1.1 and HTTP/2 client on fibr's loops
+//! (feature `client`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), fibr::client::Error> {
@@ -27,7 +27,16 @@
 //!   an event loop or a worker.
 //! - [`Connector`]s make connections: [`HttpConnector`] (`http` over TCP and `http+unix`,
 //!   see [`unix_uri`]), [`UnixConnector`], or your own (TLS, proxies). A connection that
-//!   reports ALPN `h2` ([`Connected::negotiated_h2`]) is refused for now (HTTP/1 only).
+//!   reports ALPN `h2` ([`Connected::negotiated_h2`]) speaks HTTP/2.
+//! - HTTP/2 (`client::h2` driving the sans-IO `http::h2::client`): over TLS when ALPN
+//!   picks `h2` (offered with `http/1.1` unless [`Builder::http1_only`]), and h2c with
+//!   [`Builder::http2_prior_knowledge`]. One connection per (scheme, authority) carries
+//!   every request, multiplexed, with one task per connection that reads for all its
+//!   streams; requests beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS wait for a
+//!   stream. Streams the server refuses (REFUSED_STREAM, or above a GOAWAY's last stream)
+//!   are sent again on a new connection when their body is whole; a GOAWAY lets the
+//!   streams below it finish. Trailers go both ways (tonic's gRPC over the
+//!   `tower::Service`).
 //! - A request that never reached the server (the pooled connection turned out closed
 //!   before it was written), and an idempotent request (GET, PUT, ...) whose reused
 //!   connection closed before answering, are retried once on a fresh connection, if
@@ -45,6 +54,7 @@ mod conn;
 mod connect;
 mod duplex;
 mod error;
+mod h2;
 mod pool;
 #[cfg(feature = "tls")]
 mod tls;
@@ -59,8 +69,10 @@ pub use error::{BoxError, Error, ErrorKind};
 pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 
 use crate::http::h1::client::BodyFraming;
+use crate::http::h2::client::ClientConfig as H2Config;
 use body::{ReqBody, Wire};
 use conn::{Answer, Failure, H1Options, Http1Conn};
+use h2::H2Conn;
 use http::header::{HeaderValue, HOST};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
@@ -72,7 +84,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// An HTTP/1.1 client with a connection pool. Cloning is cheap and shares the pool.
+/// An HTTP/1.1 and HTTP/2 client with a connection pool. Cloning is cheap and shares the
+/// pool.
 pub struct Client<C: Connector = HttpConnector> {
     inner: Arc<Inner<C>>,
 }
@@ -93,6 +106,10 @@ struct Inner<C: Connector> {
     max_body: Option<u64>,
     retry: bool,
     h1: H1Options,
+    h2: H2Config,
+    h2_prior_knowledge: bool,
+    /// How long an HTTP/2 connection without streams is kept.
+    idle_timeout: Option<Duration>,
 }
 
 /// Settings of a [`Client`]; see [`Client::builder`].
@@ -105,6 +122,9 @@ pub struct Builder {
     max_body: Option<u64>,
     retry: bool,
     h1: H1Options,
+    h2: H2Config,
+    h2_prior_knowledge: bool,
+    http1_only: bool,
     #[cfg(feature = "tls")]
     tls: Option<Arc<crate::tls::rustls::ClientConfig>>,
 }
@@ -119,6 +139,9 @@ impl Default for Builder {
             max_body: None,
             retry: true,
             h1: H1Options::default(),
+            h2: H2Config::default(),
+            h2_prior_knowledge: false,
+            http1_only: false,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -127,7 +150,7 @@ impl Default for Builder {
 
 impl Builder {
     /// How long an idle pooled connection is kept (default 90 s; `None`: until the server
-    /// closes it).
+    /// closes it). An HTTP/2 connection is idle while it has no streams.
     pub fn pool_idle_timeout(&mut self, t: impl Into<Option<Duration>>) -> &mut Self {
         self.idle_timeout = t.into();
         self
@@ -194,8 +217,73 @@ impl Builder {
         self
     }
 
+    /// Speaks HTTP/2 without TLS from the first byte ("prior knowledge", h2c) to `http`
+    /// URIs: one connection per host carries every request, multiplexed (default false:
+    /// HTTP/1.1). `https` picks its protocol by ALPN either way.
+    pub fn http2_prior_knowledge(&mut self) -> &mut Self {
+        self.h2_prior_knowledge = true;
+        self
+    }
+
+    /// Only HTTP/1.1: ALPN offers `http/1.1` alone and prior knowledge is off (default
+    /// false: `https` offers `h2` and `http/1.1`).
+    pub fn http1_only(&mut self, on: bool) -> &mut Self {
+        self.http1_only = on;
+        self
+    }
+
+    /// HTTP/2: response body bytes one stream may have unread (SETTINGS_INITIAL_WINDOW_SIZE;
+    /// default 1 MiB).
+    pub fn http2_initial_stream_window_size(&mut self, n: u32) -> &mut Self {
+        self.h2.initial_stream_window = n;
+        self
+    }
+
+    /// HTTP/2: response body bytes all streams of a connection may have unread (default
+    /// 4 MiB).
+    pub fn http2_initial_connection_window_size(&mut self, n: u32) -> &mut Self {
+        self.h2.initial_connection_window = n;
+        self
+    }
+
+    /// HTTP/2: the largest frame the server may send (SETTINGS_MAX_FRAME_SIZE; default
+    /// 16 KiB, at least 16 KiB).
+    pub fn http2_max_frame_size(&mut self, n: u32) -> &mut Self {
+        self.h2.max_frame_size = n;
+        self
+    }
+
+    /// HTTP/2: the largest response head (SETTINGS_MAX_HEADER_LIST_SIZE; default 64 KiB);
+    /// a larger one fails its request.
+    pub fn http2_max_header_list_size(&mut self, n: u32) -> &mut Self {
+        self.h2.max_header_list_size = n;
+        self
+    }
+
+    /// HTTP/2: the HPACK table the server may use towards the client
+    /// (SETTINGS_HEADER_TABLE_SIZE; default 4096).
+    pub fn http2_header_table_size(&mut self, n: u32) -> &mut Self {
+        self.h2.header_table_size = n;
+        self
+    }
+
+    /// HTTP/2: streams opened at once before the server's SETTINGS say how many it takes
+    /// (default 100); later requests wait for a stream to end.
+    pub fn http2_initial_max_send_streams(&mut self, n: u32) -> &mut Self {
+        self.h2.initial_max_concurrent_streams = n;
+        self
+    }
+
+    /// HTTP/2: frames that do no work (PING, SETTINGS, empty DATA, ...) a server may send,
+    /// less what responses earn, before the connection is closed (default 10 000).
+    pub fn http2_max_idle_frames(&mut self, n: u32) -> &mut Self {
+        self.h2.max_idle_frames = n;
+        self
+    }
+
     /// The TLS config [`Builder::build_https`] uses (a private CA, a client certificate);
-    /// default: the webpki roots. ALPN `http/1.1` is filled in when it names no protocol.
+    /// default: the webpki roots. ALPN `h2` and `http/1.1` (or `http/1.1` alone, with
+    /// [`Builder::http1_only`]) are filled in when it names no protocol.
     #[cfg(feature = "tls")]
     pub fn tls_config(&mut self, config: Arc<crate::tls::rustls::ClientConfig>) -> &mut Self {
         self.tls = Some(config);
@@ -205,9 +293,13 @@ impl Builder {
     /// A client for `https` and `http` (feature `tls`): [`HttpsConnector`] over TCP.
     #[cfg(feature = "tls")]
     pub fn build_https(&self) -> Client<HttpsConnector> {
-        let connector = match &self.tls {
-            Some(config) => HttpsConnector::with_config(config.clone()),
-            None => HttpsConnector::new(),
+        let config = self.tls.clone().unwrap_or_else(tls::default_config);
+        let connector = if self.http1_only && config.alpn_protocols.is_empty() {
+            let mut c = Arc::unwrap_or_clone(config);
+            c.alpn_protocols = vec![b"http/1.1".to_vec()];
+            HttpsConnector::with_config(Arc::new(c))
+        } else {
+            HttpsConnector::with_config(config)
         };
         self.build_with_connector(connector)
     }
@@ -228,6 +320,9 @@ impl Builder {
                 max_body: self.max_body,
                 retry: self.retry,
                 h1: self.h1,
+                h2: self.h2.clone(),
+                h2_prior_knowledge: self.h2_prior_knowledge && !self.http1_only,
+                idle_timeout: self.idle_timeout,
             }),
         }
     }
@@ -284,7 +379,7 @@ impl<C: Connector> Client<C> {
         self.send(req.map(ReqBody::new)).await
     }
 
-    /// Idle connections in the pool now (all hosts).
+    /// Connections in the pool now (all hosts): idle HTTP/1 ones and shared HTTP/2 ones.
     pub fn idle_connections(&self) -> usize {
         self.inner.pool.idle_count()
     }
@@ -319,43 +414,83 @@ impl<C: Connector> Client<C> {
         })?;
         let mut fresh_only = false;
         loop {
-            let pooled = if fresh_only {
-                None
-            } else {
-                let pool = &self.inner.pool;
-                poll_fn(|cx| Poll::Ready(pool.checkout(&key, cx))).await
-            };
-            let reused = pooled.is_some();
-            let mut conn = match pooled {
-                Some(c) => c,
-                None => self.connect(&key).await?,
-            };
+            let (conn, reused) = self.pick(&key, fresh_only).await?;
             // A request may go again on a fresh connection if its body is still here (none
             // or a full one; a streamed one is taken as it is sent) and the reused
             // connection never took it, or if it is also idempotent and the reused
             // connection closed before any answer (the server may have timed it out).
-            let whole = matches!(req.body(), ReqBody::Empty | ReqBody::Full(_));
+            let whole = req.body().try_clone().is_some();
             let replayable = whole && is_idempotent(req.method());
             let max_body = self.inner.max_body;
-            let e = match conn.conn.exchange(&mut req, framing, max_body).await {
-                Ok(answer) => return Ok(respond(conn, answer, max_body)),
-                Err(Failure::NotSent(e)) if whole => e,
-                Err(Failure::Sent(e))
-                    if e.kind() == ErrorKind::ClosedBeforeResponse && replayable =>
+            // HTTP/2 says when a stream was not processed (REFUSED_STREAM, GOAWAY): that one
+            // goes again even from a fresh connection.
+            let (r, refused) = match conn {
+                Picked::H1(mut conn) => match conn.conn.exchange(&mut req, framing, max_body).await
                 {
-                    e
-                }
-                Err(Failure::NotSent(e) | Failure::Sent(e)) => return Err(e),
+                    Ok(answer) => return Ok(respond(conn, answer, max_body)),
+                    Err(f) => (f, false),
+                },
+                Picked::H2(h2) => match h2.send(take_or_copy(&mut req), &key, max_body).await {
+                    Ok(res) => return Ok(res),
+                    Err(f) => {
+                        let refused = matches!(f, Failure::NotSent(_));
+                        (f, refused)
+                    }
+                },
             };
-            if !reused || fresh_only || !self.inner.retry {
+            let e = match r {
+                Failure::NotSent(e) if whole => e,
+                Failure::Sent(e) if e.kind() == ErrorKind::ClosedBeforeResponse && replayable => e,
+                Failure::NotSent(e) | Failure::Sent(e) => return Err(e),
+            };
+            if !(reused || refused) || fresh_only || !self.inner.retry {
                 return Err(e);
             }
             fresh_only = true;
         }
     }
 
+    /// A connection for `key`: the shared HTTP/2 one, an idle HTTP/1 one, or a new one
+    /// (HTTP/2 by prior knowledge or ALPN, else HTTP/1). Whether it was reused.
+    async fn pick(&self, key: &Key, fresh_only: bool) -> Result<(Picked<C::Io>, bool), Error> {
+        let pool = &self.inner.pool;
+        // An HTTP/2 connection refuses new streams once it is going away, so one that
+        // still takes them is as good as fresh.
+        if let Some(h2) = pool.h2_get(key) {
+            return Ok((Picked::H2(h2), !fresh_only));
+        }
+        let prior = self.inner.h2_prior_knowledge && key.scheme != Scheme::HTTPS;
+        if !prior && !fresh_only {
+            if let Some(c) = poll_fn(|cx| Poll::Ready(pool.checkout(key, cx))).await {
+                return Ok((Picked::H1(c), true));
+            }
+        }
+        // One connection for everyone waiting, when it will be HTTP/2: by prior knowledge,
+        // or because this key negotiated h2 before. (The first ALPN connections to a key
+        // are made per request: nobody knows yet whether they can be shared.)
+        let guard = if prior || pool.h2_known(key) {
+            match poll_fn(|cx| pool.poll_h2_claim(key, cx)).await {
+                pool::H2Claim::Ready(h2) => return Ok((Picked::H2(h2), !fresh_only)),
+                pool::H2Claim::Connect(guard) => Some(guard),
+            }
+        } else {
+            None
+        };
+        let io = self.connect(key).await?;
+        if prior || io.connected().is_negotiated_h2() {
+            let h2 = H2Conn::start(io, &self.inner.h2, self.inner.idle_timeout);
+            match guard {
+                Some(g) => g.fulfill(&h2),
+                None => pool.h2_put(key, &h2),
+            }
+            return Ok((Picked::H2(h2), false));
+        }
+        let conn = Pooled::new(Http1Conn::new(io, self.inner.h1), key.clone(), pool);
+        Ok((Picked::H1(conn), false))
+    }
+
     /// Connects (with the connect timeout).
-    async fn connect(&self, key: &Key) -> Result<Box<Pooled<C::Io>>, Error> {
+    async fn connect(&self, key: &Key) -> Result<C::Io, Error> {
         let dst = Uri::builder()
             .scheme(key.scheme.clone())
             .authority(key.authority.clone())
@@ -363,30 +498,38 @@ impl<C: Connector> Client<C> {
             .build()
             .map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
         let connecting = self.inner.connector.connect(&dst);
-        let io = match self.inner.connect_timeout {
-            None => connecting.await?,
+        match self.inner.connect_timeout {
+            None => connecting.await,
             Some(t) => match crate::time::timeout(t, connecting).await {
-                Ok(r) => r?,
-                Err(_) => {
-                    return Err(Error::new(
-                        ErrorKind::ConnectTimeout,
-                        format!("connecting to {dst} took longer than {t:?}"),
-                    ))
-                }
+                Ok(r) => r,
+                Err(_) => Err(Error::new(
+                    ErrorKind::ConnectTimeout,
+                    format!("connecting to {dst} took longer than {t:?}"),
+                )),
             },
-        };
-        if io.connected().is_negotiated_h2() {
-            return Err(Error::new(
-                ErrorKind::Connect,
-                "the connector negotiated HTTP/2, which this client does not speak yet",
-            ));
         }
-        Ok(Pooled::new(
-            Http1Conn::new(io, self.inner.h1),
-            key.clone(),
-            &self.inner.pool,
-        ))
     }
+}
+
+/// The connection a request goes on.
+enum Picked<Io> {
+    H1(Box<Pooled<Io>>),
+    H2(H2Conn),
+}
+
+/// The request to hand to an HTTP/2 connection: a copy while its body is whole (so it can
+/// be sent again), else the request itself (a streamed body is taken as it is sent).
+fn take_or_copy(req: &mut Request<ReqBody>) -> Request<ReqBody> {
+    let body = match req.body().try_clone() {
+        Some(b) => b,
+        None => std::mem::replace(req.body_mut(), ReqBody::Empty),
+    };
+    let mut copy = Request::new(body);
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy
 }
 
 /// The response to an exchange: its body read from the connection (or whole already,

@@ -9,12 +9,13 @@ use super::body::Wire;
 use super::conn::Http1Conn;
 use super::connect::Connection;
 use super::error::Error;
+use super::h2::H2Conn;
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// FNV-1a: keys are short and hashed per byte (`Authority` hashes case-insensitively one
@@ -96,6 +97,61 @@ pub(crate) struct IdlePool<Io> {
     max_idle_per_host: usize,
     idle_timeout: Option<Duration>,
     reaping: AtomicBool,
+    /// HTTP/2 connections: one shared per key (or one being made, which others await).
+    h2: Mutex<FnvMap<Key, H2Entry>>,
+}
+
+enum H2Entry {
+    Ready(H2Conn),
+    /// A connection by prior knowledge is being made; these requests wait for it.
+    Connecting(Vec<Waker>),
+}
+
+/// What a request gets when it asks for the key's HTTP/2 connection.
+pub(crate) enum H2Claim<Io: Connection> {
+    Ready(H2Conn),
+    /// Nobody is connecting: this request makes the connection and hands it over.
+    Connect(ConnectGuard<Io>),
+}
+
+/// The right (and duty) to make the key's HTTP/2 connection; dropped unfulfilled, the
+/// waiters are woken to try themselves.
+pub(crate) struct ConnectGuard<Io: Connection> {
+    pool: Arc<IdlePool<Io>>,
+    key: Key,
+    done: bool,
+}
+
+impl<Io: Connection> ConnectGuard<Io> {
+    /// Shares `conn` as the key's connection and wakes the requests waiting for it.
+    pub fn fulfill(mut self, conn: &H2Conn) {
+        self.done = true;
+        let entry = H2Entry::Ready(conn.clone());
+        let old = self.pool.h2_lock().insert(self.key.clone(), entry);
+        wake_waiters(old);
+    }
+}
+
+impl<Io: Connection> Drop for ConnectGuard<Io> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let old = {
+            let mut map = self.pool.h2_lock();
+            match map.get(&self.key) {
+                Some(H2Entry::Connecting(_)) => map.remove(&self.key),
+                _ => None,
+            }
+        };
+        wake_waiters(old);
+    }
+}
+
+fn wake_waiters(entry: Option<H2Entry>) {
+    if let Some(H2Entry::Connecting(waiters)) = entry {
+        waiters.into_iter().for_each(Waker::wake);
+    }
 }
 
 impl<Io: Connection> IdlePool<Io> {
@@ -105,7 +161,59 @@ impl<Io: Connection> IdlePool<Io> {
             max_idle_per_host,
             idle_timeout,
             reaping: AtomicBool::new(false),
+            h2: Mutex::new(FnvMap::default()),
         }
+    }
+
+    fn h2_lock(&self) -> std::sync::MutexGuard<'_, FnvMap<Key, H2Entry>> {
+        self.h2.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The key's HTTP/2 connection, if one is shared and still takes requests.
+    pub fn h2_get(&self, key: &Key) -> Option<H2Conn> {
+        let map = self.h2_lock();
+        match map.get(key) {
+            Some(H2Entry::Ready(c)) if c.is_usable() => Some(c.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether the key has spoken HTTP/2 (its spent connection is kept as the mark), so
+    /// its next connection is made once for all requests, as with prior knowledge.
+    pub fn h2_known(&self, key: &Key) -> bool {
+        self.h2_lock().contains_key(key)
+    }
+
+    /// Shares `conn` (made by ALPN) as the key's HTTP/2 connection.
+    pub fn h2_put(&self, key: &Key, conn: &H2Conn) {
+        let old = self
+            .h2_lock()
+            .insert(key.clone(), H2Entry::Ready(conn.clone()));
+        wake_waiters(old);
+    }
+
+    /// For prior knowledge (or a key known to speak HTTP/2): the key's connection, or the
+    /// duty to make it, or (pending) a wait while another request makes it.
+    pub fn poll_h2_claim(self: &Arc<Self>, key: &Key, cx: &mut Context<'_>) -> Poll<H2Claim<Io>> {
+        let mut map = self.h2_lock();
+        match map.get_mut(key) {
+            Some(H2Entry::Ready(c)) if c.is_usable() => {
+                return Poll::Ready(H2Claim::Ready(c.clone()))
+            }
+            Some(H2Entry::Connecting(waiters)) => {
+                if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                    waiters.push(cx.waker().clone());
+                }
+                return Poll::Pending;
+            }
+            _ => {}
+        }
+        map.insert(key.clone(), H2Entry::Connecting(Vec::new()));
+        Poll::Ready(H2Claim::Connect(ConnectGuard {
+            pool: self.clone(),
+            key: key.clone(),
+            done: false,
+        }))
     }
 
     fn expired(&self, c: &Pooled<Io>, now: Instant) -> bool {
@@ -211,8 +319,20 @@ impl<Io: Connection> IdlePool<Io> {
         left
     }
 
-    /// Idle connections now kept, all hosts (for tests and diagnostics).
+    /// Connections now kept, all hosts: idle HTTP/1 ones and shared HTTP/2 ones (for
+    /// tests and diagnostics).
     pub fn idle_count(&self) -> usize {
-        self.idle.lock().unwrap().values().map(Vec::len).sum()
+        let h2 = self
+            .h2_lock()
+            .values()
+            .filter(|e| matches!(e, H2Entry::Ready(c) if c.is_usable()))
+            .count();
+        h2 + self
+            .idle
+            .lock()
+            .unwrap()
+            .values()
+            .map(Vec::len)
+            .sum::<usize>()
     }
 }

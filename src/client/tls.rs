@@ -24,7 +24,8 @@ const READ_CHUNK: usize = 20 * 1024;
 const MAX_PENDING_OUT: usize = 64 * 1024;
 
 /// A connector for `https` (and, through the connector it wraps, `http`): SNI from the
-/// URI's host, ALPN `http/1.1` unless the config names protocols, certificates checked
+/// URI's host, ALPN `h2` and `http/1.1` unless the config names protocols (the client
+/// speaks both; the server picks), certificates checked
 /// against the config's roots (by default the webpki roots, Mozilla's list).
 #[derive(Clone)]
 pub struct HttpsConnector<C = HttpConnector> {
@@ -56,7 +57,7 @@ impl<C> HttpsConnector<C> {
     pub fn wrap(inner: C, config: Arc<ClientConfig>) -> HttpsConnector<C> {
         let config = if config.alpn_protocols.is_empty() {
             let mut c = Arc::unwrap_or_clone(config);
-            c.alpn_protocols = vec![b"http/1.1".to_vec()];
+            c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
             Arc::new(c)
         } else {
             config
@@ -73,7 +74,7 @@ impl<C> std::fmt::Debug for HttpsConnector<C> {
 
 /// The webpki roots on fibr's provider (`crate::tls::crypto_provider`), TLS 1.2 and 1.3,
 /// made once.
-fn default_config() -> Arc<ClientConfig> {
+pub(super) fn default_config() -> Arc<ClientConfig> {
     static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
     CONFIG
         .get_or_init(|| {
