@@ -622,7 +622,10 @@ impl<Io: Connection> Driver<Io> {
                     }
                     l.slot.fail(failure(why));
                 }
-                Event::GoAway { .. } => self.shared.lock().usable = false,
+                Event::GoAway { last_stream, code } => {
+                    tracing::debug!(last_stream, ?code, "the server sent GOAWAY");
+                    self.shared.lock().usable = false;
+                }
             }
         }
     }

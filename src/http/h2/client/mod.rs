@@ -18,8 +18,6 @@ mod send;
 mod tests;
 
 pub(crate) use response::ResponseHead;
-// Used by `client::h2` (feature `client`) and the tests.
-#[cfg_attr(not(feature = "client"), allow(unused_imports))]
 pub(crate) use send::RequestHead;
 
 use super::frame::{self, ErrorCode, Frame, FrameError, Settings, MAX_WINDOW, PREFACE};
@@ -739,6 +737,7 @@ impl ClientConn {
     }
 
     /// Streams in flight.
+    #[cfg(test)]
     pub(crate) fn streams(&self) -> usize {
         self.streams.len()
     }

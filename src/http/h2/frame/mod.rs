@@ -15,12 +15,8 @@ mod settings;
 mod tests;
 mod write;
 
-// Unused until the connection machine imports them (as `dead_code` in `h2`).
-#[allow(unused_imports)]
 pub(crate) use parse::{parse, parse_head};
-#[allow(unused_imports)]
 pub(crate) use settings::Settings;
-#[allow(unused_imports)]
 pub(crate) use write::*;
 
 /// What a client sends first (RFC 9113 §3.4), before its SETTINGS.
@@ -83,6 +79,8 @@ pub(crate) const SETTINGS_ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ErrorCode(pub u32);
 
+// The RFC's whole list: not every code is sent by fibr, but all are named (`Debug`).
+#[allow(dead_code)]
 impl ErrorCode {
     pub(crate) const NO_ERROR: ErrorCode = ErrorCode(0x0);
     pub(crate) const PROTOCOL_ERROR: ErrorCode = ErrorCode(0x1);
@@ -203,6 +201,7 @@ pub(crate) enum Frame<'a> {
     },
 }
 
+#[cfg(test)]
 impl Frame<'_> {
     /// The stream the frame is on (0 for the connection-level types).
     pub(crate) fn stream(&self) -> u32 {

@@ -82,7 +82,9 @@ impl Encoder {
         self.encode_fields(headers, out);
     }
 
-    /// One request head: `:method`, `:scheme`, `:authority` (if any), `:path`, then the fields.
+    /// One request head: `:method`, `:scheme`, `:authority` (if any), `:path`, then the
+    /// fields (for tests: the client writes its own, leaving out connection fields).
+    #[cfg(test)]
     pub(crate) fn encode_request(
         &mut self,
         method: &http::Method,

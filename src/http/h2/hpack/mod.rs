@@ -10,8 +10,6 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-// Until the connection machine uses them, only the tests do.
-#[allow(unused_imports)]
 pub(crate) use encoder::{Encoder, Huffman, Indexing};
 
 use table::{Table, ENTRY_OVERHEAD, STATIC};

@@ -23,7 +23,7 @@ pub(crate) use send::StreamWriter;
 
 use super::config::Http2Config;
 use super::frame::{self, ErrorCode, Frame, FrameError, Settings, MAX_WINDOW, PREFACE};
-use super::hpack::{DecodeError, Decoder, Encoder};
+use super::hpack::{Decoder, Encoder};
 use crate::http::h1::server::{BodyFailure, BodySink, Clock};
 use crate::http::ServerConfig;
 use http::StatusCode;
@@ -819,7 +819,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             });
         let too_large = match decoded {
             Ok(()) => false,
-            Err(DecodeError::ListTooLarge) => true,
+            Err(e) if !e.is_connection_error() => true,
             Err(e) => {
                 tracing::debug!(error = ?e, "HPACK decoding failed");
                 return self.fail(
