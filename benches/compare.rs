@@ -6,7 +6,8 @@
 //! cargo bench --bench compare -- --quick           # 1 s phases, 1 run, 1,000 idle connections
 //! cargo bench --bench compare -- --only pipelined  # one scenario (or a list: a,b): plain echo
 //!                                                  # pipelined churn idle websocket tls-plain
-//!                                                  # tls-pipelined tls-churn tls-idle client
+//!                                                  # tls-pipelined tls-churn tls-idle h2c-m1
+//!                                                  # h2c-m10 h2-tls-m10 h2-idle client
 //!                                                  # executor
 //! cargo bench --bench compare -- --servers fibr,axum,floor   # a subset of the servers
 //! cargo bench --bench compare -- --update-readme   # then rewrite README.md's section
@@ -44,6 +45,21 @@
 //!   tokio-rustls's `TlsAcceptor`, hyper-util's `auto` connection builder (`axum::serve`'s);
 //! - **actix-web**: `benches/peers` `actix`, actix-web's `rustls-0_23` feature
 //!   (`bind_rustls_0_23`).
+//!
+//! The HTTP/2 scenarios (issue 13) run on the servers that speak HTTP/2 with the same
+//! `Router`:
+//!
+//! - **fibr**: `bench_server fibr` as it is: `fibr::serve` answers h2c by prior knowledge
+//!   beside HTTP/1.1 on the same port, and h2 over TLS when ALPN picks it;
+//! - **axum::serve**: `bench_server axum` as it is: hyper-util's `auto` builder, which
+//!   `axum::serve` uses, sniffs the HTTP/2 preface and hands the connection to hyper's h2
+//!   (over TLS: the same builder on tokio-rustls, as above).
+//!
+//! Over TLS, both get the HTTPS scenarios' `ServerConfig` with ALPN `h2`, `http/1.1`
+//! (`BENCH_TLS_ALPN`, read by `support/tls_config.rs`; the list `with_tls` fills in for a
+//! config without one). hyper (`benches/peers` builds it with `http1` alone) and the floor
+//! do not take part; nor does actix-web: it serves h2c with `bind_auto_h2c` behind its
+//! `http2` feature, which `benches/peers` does not enable.
 //!
 //! `BENCH_WORKERS` defaults to 1: the same worker count for all. Each server runs pinned to
 //! the first CPU this process may use (`taskset -c`); the load generator, and this process,
@@ -83,6 +99,16 @@
 //!   client, each a full handshake (TLS 1.3) and one GET / with its response read; then the
 //!   bench keeps only each socket (no client session state), and the server's RSS per
 //!   connection above the empty server is taken as in idle;
+//! - **h2c-m1**: `h2load -c100 -m1 -D` `http://…/` (h2c by prior knowledge; one stream in
+//!   flight per connection); p99 from h2load's per-request log; the phase fails unless
+//!   h2load spoke h2c and every request was answered 2xx (`0 failed, 0 errored, 0 timeout`);
+//! - **h2c-m10**: the same with `-m10`, ten streams in flight per connection;
+//! - **h2-tls-m10**: `h2load -c100 -m10 -D https://…/`, h2 chosen by ALPN (checked: h2load
+//!   must report `h2`);
+//! - **h2-idle**: idle over h2c: 10,000 connections opened by this process
+//!   (`compare/h2.rs`'s client: the preface, an empty SETTINGS and GET / on stream 1, the
+//!   server's SETTINGS ACKed and the response read), then kept open with no stream; the
+//!   server's RSS per connection above the empty server, as in idle;
 //! - **client**: `benches/client.rs` as it is (`cargo bench --bench client --features
 //!   client -- --json FILE`): fibr::client against hyper-util's legacy client on tokio
 //!   (multi-thread and current-thread runtimes), hyper's own client connection on
@@ -124,6 +150,8 @@ mod os_support;
 #[path = "support/server.rs"]
 mod server_support;
 
+#[path = "compare/h2.rs"]
+mod h2;
 #[path = "compare/idle.rs"]
 mod idle;
 #[path = "compare/load.rs"]
@@ -187,12 +215,16 @@ pub enum Scenario {
     TlsPipelined,
     TlsChurn,
     TlsIdle,
+    H2cM1,
+    H2cM10,
+    H2TlsM10,
+    H2Idle,
     Client,
     Executor,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 16] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
@@ -203,6 +235,10 @@ impl Scenario {
         Scenario::TlsPipelined,
         Scenario::TlsChurn,
         Scenario::TlsIdle,
+        Scenario::H2cM1,
+        Scenario::H2cM10,
+        Scenario::H2TlsM10,
+        Scenario::H2Idle,
         Scenario::Client,
         Scenario::Executor,
     ];
@@ -211,7 +247,19 @@ impl Scenario {
     pub fn tls(self) -> bool {
         matches!(
             self,
-            Scenario::TlsPlain | Scenario::TlsPipelined | Scenario::TlsChurn | Scenario::TlsIdle
+            Scenario::TlsPlain
+                | Scenario::TlsPipelined
+                | Scenario::TlsChurn
+                | Scenario::TlsIdle
+                | Scenario::H2TlsM10
+        )
+    }
+
+    /// HTTP/2 (issue 13): on the servers that speak it.
+    pub fn h2(self) -> bool {
+        matches!(
+            self,
+            Scenario::H2cM1 | Scenario::H2cM10 | Scenario::H2TlsM10 | Scenario::H2Idle
         )
     }
 
@@ -222,13 +270,14 @@ impl Scenario {
             Scenario::TlsPipelined => Scenario::Pipelined,
             Scenario::TlsChurn => Scenario::Churn,
             Scenario::TlsIdle => Scenario::Idle,
+            Scenario::H2TlsM10 => Scenario::H2cM10,
             sc => sc,
         }
     }
 
     /// Idle connections' memory rather than a load.
     pub fn idle(self) -> bool {
-        self.plain() == Scenario::Idle
+        matches!(self.plain(), Scenario::Idle | Scenario::H2Idle)
     }
 
     /// Measured on the servers (the others run a bench of their own).
@@ -249,6 +298,10 @@ impl Scenario {
             Scenario::TlsPipelined => "tls-pipelined",
             Scenario::TlsChurn => "tls-churn",
             Scenario::TlsIdle => "tls-idle",
+            Scenario::H2cM1 => "h2c-m1",
+            Scenario::H2cM10 => "h2c-m10",
+            Scenario::H2TlsM10 => "h2-tls-m10",
+            Scenario::H2Idle => "h2-idle",
             Scenario::Client => "client",
             Scenario::Executor => "executor",
         }
@@ -278,6 +331,10 @@ impl Scenario {
             Scenario::TlsPipelined => "HTTPS pipelined GET / ×16",
             Scenario::TlsChurn => "HTTPS handshake churn",
             Scenario::TlsIdle => "idle TLS keep-alive",
+            Scenario::H2cM1 => "h2c GET /, 1 stream per connection",
+            Scenario::H2cM10 => "h2c GET /, 10 streams per connection",
+            Scenario::H2TlsM10 => "h2 over TLS GET /, 10 streams per connection",
+            Scenario::H2Idle => "idle h2c connections",
             Scenario::Client => "HTTP client",
             Scenario::Executor => "executor",
         }
@@ -304,6 +361,20 @@ impl Scenario {
                 "{} TLS connections, one GET each (rustls client)",
                 set.idle_conns
             ),
+            Scenario::H2cM1 | Scenario::H2cM10 => format!(
+                "h2load -c{} -m{} -D{secs} http:// (h2c, prior knowledge)",
+                h2::CONNS,
+                h2::streams(self)
+            ),
+            Scenario::H2TlsM10 => format!(
+                "h2load -c{} -m{} -D{secs} https:// (ALPN h2)",
+                h2::CONNS,
+                h2::streams(self)
+            ),
+            Scenario::H2Idle => format!(
+                "{} h2c connections: preface, SETTINGS, one GET each",
+                set.idle_conns
+            ),
             Scenario::Client => micro::CLIENT.command(set.runs == QUICK.runs),
             Scenario::Executor => micro::EXECUTOR.command(set.runs == QUICK.runs),
         }
@@ -328,12 +399,18 @@ pub struct Server {
     pub ws: bool,
     /// Serves HTTPS when given `BENCH_TLS_CERT` and `BENCH_TLS_KEY`.
     pub tls: bool,
+    /// Serves HTTP/2: h2c by prior knowledge beside HTTP/1.1, and h2 over TLS when ALPN
+    /// offers it (`BENCH_TLS_ALPN`).
+    pub h2: bool,
 }
 
 impl Server {
     /// Takes part in scenario `sc`.
     pub fn runs(&self, sc: Scenario) -> bool {
-        sc.on_servers() && (sc != Scenario::Websocket || self.ws) && (!sc.tls() || self.tls)
+        sc.on_servers()
+            && (sc != Scenario::Websocket || self.ws)
+            && (!sc.tls() || self.tls)
+            && (!sc.h2() || self.h2)
     }
 }
 
@@ -345,6 +422,7 @@ pub const SERVERS: [Server; 5] = [
         real: true,
         ws: true,
         tls: true,
+        h2: true,
     },
     Server {
         key: "axum",
@@ -353,6 +431,7 @@ pub const SERVERS: [Server; 5] = [
         real: true,
         ws: true,
         tls: true,
+        h2: true,
     },
     Server {
         key: "hyper",
@@ -361,6 +440,7 @@ pub const SERVERS: [Server; 5] = [
         real: true,
         ws: false,
         tls: false,
+        h2: false,
     },
     Server {
         key: "actix",
@@ -369,6 +449,7 @@ pub const SERVERS: [Server; 5] = [
         real: true,
         ws: true,
         tls: true,
+        h2: false,
     },
     Server {
         key: "floor",
@@ -377,8 +458,12 @@ pub const SERVERS: [Server; 5] = [
         real: false,
         ws: false,
         tls: false,
+        h2: false,
     },
 ];
+
+/// The ALPN list the h2-over-TLS scenario's servers offer (`BENCH_TLS_ALPN`).
+pub const H2_ALPN: &str = "h2,http/1.1";
 
 /// The ratios' base.
 pub const BASE: &str = "axum";
@@ -506,7 +591,7 @@ fn bench() -> Result<(), String> {
     if plain(Scenario::Plain) || plain(Scenario::Echo) {
         tools.push(("wrk", "wrk"));
     }
-    if plain(Scenario::Pipelined) {
+    if plain(Scenario::Pipelined) || scenarios.iter().any(|s| s.h2() && !s.idle()) {
         tools.push(("h2load", "nghttp2-client"));
     }
     if plain(Scenario::Churn) {
@@ -568,13 +653,20 @@ fn bench() -> Result<(), String> {
                 let bin = bins.path(s);
                 // A TLS scenario's server serves HTTPS; its routes are checked over TLS.
                 let tls = tls.as_ref().filter(|_| sc.tls());
-                let env = tls.map(tls::Tls::env);
-                let env = env.as_ref().map_or(&[][..], |e| &e[..]);
+                let mut env: Vec<(&str, &str)> = tls.map_or(Vec::new(), |t| t.env().to_vec());
+                if sc.h2() && sc.tls() {
+                    // ALPN offers h2 as well (the HTTP/1 HTTPS scenarios' config offers
+                    // http/1.1 alone).
+                    env.push(("BENCH_TLS_ALPN", H2_ALPN));
+                }
                 let start = || -> Result<RunningServer, String> {
-                    let srv = RunningServer::start(&bin, s, server_cpu, &workers, env)?;
+                    let srv = RunningServer::start(&bin, s, server_cpu, &workers, &env)?;
                     match tls {
                         Some(tls) => tls.check_routes(srv.addr, s.real)?,
                         None => idle::check_routes(srv.addr, s.real)?,
+                    }
+                    if sc.h2() && !sc.tls() {
+                        h2::check_h2c(srv.addr)?;
                     }
                     Ok(srv)
                 };
@@ -582,6 +674,7 @@ fn bench() -> Result<(), String> {
                     let srv = start().map_err(ctx)?;
                     let r = match tls {
                         Some(tls) => tls.idle_run(&srv, set.idle_conns),
+                        None if sc == Scenario::H2Idle => h2::idle_run(&srv, set.idle_conns),
                         None => idle::idle_run(&srv, set.idle_conns),
                     };
                     let r = r
@@ -613,6 +706,8 @@ fn bench() -> Result<(), String> {
                     let r = if sc == Scenario::Websocket {
                         ws::check_ws(srv.addr).map_err(ctx)?;
                         ws::ws_run(&srv, &set, client_cpu)
+                    } else if sc.h2() {
+                        h2::load_run(&srv, sc, &set, client_cpu)
                     } else {
                         load::load_run(&srv, sc, &set, client_cpu, &lua.0)
                     };

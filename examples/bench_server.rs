@@ -32,7 +32,12 @@
 //! - axum: what axum-server does for rustls: an accept loop on tokio's `TcpListener`, a
 //!   task per connection that runs tokio-rustls's `TlsAcceptor` handshake and then serves
 //!   the same `Router` with hyper-util's `auto` connection builder (the one `axum::serve`
-//!   uses; HTTP/1 here, as ALPN offers only `http/1.1`), upgrades on.
+//!   uses; HTTP/1 with the default ALPN `http/1.1`), upgrades on.
+//!
+//! `BENCH_TLS_ALPN=h2,http/1.1` offers HTTP/2 over TLS as well: fibr serves h2 when ALPN
+//! picks it, hyper-util's `auto` builder on seeing the HTTP/2 preface. Without TLS both
+//! answer h2c by prior knowledge beside HTTP/1.1 (fibr's default; for axum, hyper-util's
+//! `auto` builder with its `http2` feature, which the dev-dependencies enable).
 //!
 //! ```sh
 //! BENCH_TLS_CERT=cert.pem BENCH_TLS_KEY=key.pem \

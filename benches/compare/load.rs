@@ -276,7 +276,7 @@ pub fn load_run(
 }
 
 /// Runs a load generator pinned to `cpu`; its stdout, or an error with its output.
-fn run_tool(cpu: usize, args: &[String]) -> Result<String, String> {
+pub fn run_tool(cpu: usize, args: &[String]) -> Result<String, String> {
     let mut cmd = Command::new("taskset");
     cmd.arg("-c")
         .arg(cpu.to_string())
@@ -444,7 +444,7 @@ pub fn parse_ab(text: &str) -> Result<(u64, Duration, u64), String> {
 }
 
 /// The 99th percentile of h2load's per-request times (third column, µs).
-fn h2load_log_p99(path: &Path) -> Result<f64, String> {
+pub fn h2load_log_p99(path: &Path) -> Result<f64, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let mut v: Vec<u64> = text

@@ -25,6 +25,12 @@ const GOAL_FLOOR_CPU: f64 = 1.15;
 const GOAL_TLS_PLAIN_CPU: f64 = 0.85;
 const GOAL_TLS_PIPELINED_CPU: f64 = 0.30;
 const GOAL_TLS_IDLE_BYTES: f64 = 4000.0;
+/// Issue 13's goals for HTTP/2, against axum::serve (hyper's h2): CPU per request with one
+/// stream in flight per connection and with ten (h2c; the ten-stream goal is shown for h2
+/// over TLS too), and memory per idle h2c connection (4 KB).
+const GOAL_H2_M1_CPU: f64 = 0.70;
+const GOAL_H2_M10_CPU: f64 = 0.40;
+const GOAL_H2_IDLE_BYTES: f64 = 4000.0;
 /// Issue 4's goal for fibr::client, and issue 2's for the executor.
 const GOAL_CLIENT_CPU: f64 = 0.80;
 const GOAL_EXECUTOR: f64 = 1.0;
@@ -483,7 +489,7 @@ impl Report {
         let mut any = false;
         for sc in Scenario::ALL
             .into_iter()
-            .filter(|sc| sc.on_servers() && *sc != Scenario::Websocket && !sc.tls())
+            .filter(|sc| sc.on_servers() && *sc != Scenario::Websocket && !sc.tls() && !sc.h2())
         {
             let f = if sc.idle() { PER_CONN } else { CPU_PER_REQ };
             let r = self.ratio(sc, "fibr", "actix", f);
@@ -528,6 +534,41 @@ impl Report {
             tls_idle,
             format!("{} B", fmt_int(tls_idle)),
             tls_idle <= GOAL_TLS_IDLE_BYTES,
+        );
+        for (sc, goal, what) in [
+            (
+                Scenario::H2cM1,
+                GOAL_H2_M1_CPU,
+                "h2c, 1 stream per connection",
+            ),
+            (
+                Scenario::H2cM10,
+                GOAL_H2_M10_CPU,
+                "h2c, 10 streams per connection",
+            ),
+            (
+                Scenario::H2TlsM10,
+                GOAL_H2_M10_CPU,
+                "h2 over TLS, 10 streams per connection",
+            ),
+        ] {
+            let r = self.ratio(sc, "fibr", "axum", CPU_PER_REQ);
+            row(
+                format!("(issue 13) HTTP/2 CPU/request vs axum::serve, {what} ≤ {goal:.2}×"),
+                r,
+                fmt_ratio(r),
+                r <= goal,
+            );
+        }
+        let h2_idle = self.median(Scenario::H2Idle, "fibr", PER_CONN);
+        row(
+            format!(
+                "(issue 13) idle h2c memory ≤ {} B per connection",
+                fmt_int(GOAL_H2_IDLE_BYTES)
+            ),
+            h2_idle,
+            format!("{} B", fmt_int(h2_idle)),
+            h2_idle <= GOAL_H2_IDLE_BYTES,
         );
         let (mt, ct) = (
             self.client_ratio("fibr", "mt"),
@@ -631,7 +672,11 @@ impl Report {
                 crate::ws::PAYLOAD
             ));
         }
-        if self.cells.iter().any(|c| c.scenario.tls()) {
+        if self
+            .cells
+            .iter()
+            .any(|c| c.scenario.tls() && !c.scenario.h2())
+        {
             more.push(
                 "The HTTPS rows run on the servers with TLS of their own, all on rustls 0.23 \
                  with the ring provider and one `ServerConfig` (TLS 1.2 and 1.3, ALPN \
@@ -643,6 +688,21 @@ impl Report {
                  full handshake per request (ab resumes no session), and the idle TLS \
                  connections are this bench's own (rustls's client: a full handshake and one \
                  GET each, then only the socket kept)."
+                    .to_string(),
+            );
+        }
+        if self.cells.iter().any(|c| c.scenario.h2()) {
+            more.push(
+                "The HTTP/2 rows (issue 13) run on the servers that speak it: fibr, with \
+                 `fibr::serve` as it is (h2c by prior knowledge beside HTTP/1.1 on the same \
+                 port; over TLS, h2 by ALPN), and axum::serve, hyper's h2 through \
+                 hyper-util's `auto` connection builder (over TLS: the same builder on \
+                 tokio-rustls). Their TLS config is the HTTPS rows' with ALPN `h2`, \
+                 `http/1.1`. The load is `h2load` with 100 connections and 1 or 10 streams in \
+                 flight on each; every phase must end with all requests answered 2xx (no \
+                 failed, errored or timed-out one). The idle h2c connections are this \
+                 bench's own client: the preface, SETTINGS and one GET / each, its response \
+                 read, then only the socket kept."
                     .to_string(),
             );
         }
@@ -695,9 +755,7 @@ impl Report {
             let mut bars = Vec::new();
             for s in servers.iter().filter(|s| self.cell(sc, s.key).is_some()) {
                 let (f, unit): (Figure, fn(f64) -> String) = match sc {
-                    Scenario::Idle | Scenario::TlsIdle => {
-                        (PER_CONN, |x| format!("{} B/conn", fmt_int(x)))
-                    }
+                    sc if sc.idle() => (PER_CONN, |x| format!("{} B/conn", fmt_int(x))),
                     Scenario::Websocket => (CPU_PER_REQ, |x| format!("{x:.2} µs/msg")),
                     _ => (CPU_PER_REQ, |x| format!("{x:.2} µs/req")),
                 };

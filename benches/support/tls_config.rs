@@ -15,6 +15,10 @@ fn invalid(msg: String) -> io::Error {
 /// every bench server serves. The ring provider (never the
 /// process default), TLS 1.2 and 1.3, no client authentication, ALPN `http/1.1`, and
 /// stateless session tickets (what fibr turns on for a config without a ticketer).
+///
+/// `BENCH_TLS_ALPN`, a comma-separated list, replaces the ALPN protocols: the HTTP/2 over
+/// TLS scenario sets `h2,http/1.1` (the list `fibr::serve(..).with_tls(..)` fills in for a
+/// config without one); the HTTP/1 scenarios leave it unset.
 pub fn from_env() -> io::Result<Option<rustls::ServerConfig>> {
     let (cert, key) = match (
         std::env::var_os("BENCH_TLS_CERT"),
@@ -38,7 +42,14 @@ pub fn from_env() -> io::Result<Option<rustls::ServerConfig>> {
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_no_client_auth().with_single_cert(chain, key))
         .map_err(|e| invalid(format!("TLS config: {e}")))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = match std::env::var("BENCH_TLS_ALPN") {
+        Ok(list) => list
+            .split(',')
+            .map(|p| p.trim().as_bytes().to_vec())
+            .filter(|p| !p.is_empty())
+            .collect(),
+        Err(_) => vec![b"http/1.1".to_vec()],
+    };
     config.ticketer =
         rustls::crypto::ring::Ticketer::new().map_err(|e| invalid(format!("ticketer: {e}")))?;
     Ok(Some(config))
