@@ -683,7 +683,6 @@ fn bad_input_is_answered_then_closed() {
                 400,
             ),
             ("HTTP/2.0 request line", b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505),
-            ("h2c preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),
             ("HTTP/3.0 request line", b"GET / HTTP/3.0\r\nHost: t\r\n\r\n", 505),
         ];
         let mut failures = Vec::new();

@@ -16,13 +16,17 @@ use std::sync::atomic::{fence, AtomicUsize, Ordering::SeqCst};
 
 #[cfg(fibr_loom)]
 loom::thread_local! {
-    /// This thread is registered with a gate (between `enter` and `leave`).
-    static DRIVING_HERE: std::cell::Cell<bool> = std::cell::Cell::new(false);
+    /// The gate (its address) this thread is registered with, between `enter` and
+    /// `leave`; 0 for none. Per gate: a driver of one runtime that queues work for another
+    /// must still interrupt that one's drivers.
+    static DRIVING_HERE: std::cell::Cell<usize> = std::cell::Cell::new(0);
 }
 #[cfg(not(fibr_loom))]
 std::thread_local! {
-    /// This thread is registered with a gate (between `enter` and `leave`).
-    static DRIVING_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The gate (its address) this thread is registered with, between `enter` and
+    /// `leave`; 0 for none. Per gate: a driver of one runtime that queues work for another
+    /// must still interrupt that one's drivers.
+    static DRIVING_HERE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 pub(crate) struct DriveGate {
@@ -58,13 +62,17 @@ impl DriveGate {
     /// [`leave`]: DriveGate::leave
     pub fn enter(&self) -> bool {
         self.driving.fetch_add(1, SeqCst);
-        DRIVING_HERE.with(|d| d.set(true));
+        DRIVING_HERE.with(|d| d.set(self.addr()));
         fence(SeqCst);
         self.queued() == 0
     }
 
+    fn addr(&self) -> usize {
+        self as *const DriveGate as usize
+    }
+
     pub fn leave(&self) {
-        DRIVING_HERE.with(|d| d.set(false));
+        DRIVING_HERE.with(|d| d.set(0));
         self.driving.fetch_sub(1, SeqCst);
     }
 
@@ -75,7 +83,7 @@ impl DriveGate {
     /// cost an eventfd write and a wasted wait.
     pub fn must_interrupt(&self) -> bool {
         fence(SeqCst);
-        let me = DRIVING_HERE.with(|d| d.get()) as usize;
+        let me = usize::from(DRIVING_HERE.with(|d| d.get()) == self.addr());
         self.driving.load(SeqCst) > me
     }
 }
@@ -181,5 +189,25 @@ mod tests {
         th.join().unwrap();
         gate.leave();
         assert!(!gate.must_interrupt(), "nobody drives");
+    }
+
+    #[test]
+    fn a_driver_of_one_gate_still_interrupts_another_gates_driver() {
+        let (a, b) = (Arc::new(DriveGate::new()), Arc::new(DriveGate::new()));
+        let other = b.clone();
+        let (entered, go) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let th = std::thread::spawn(move || {
+            let _ = other.enter();
+            entered.0.send(()).unwrap();
+            go.1.recv().unwrap();
+            other.leave();
+        });
+        entered.1.recv().unwrap();
+        assert!(a.enter());
+        b.set_queued(1);
+        assert!(b.must_interrupt(), "this thread drives a, not b");
+        a.leave();
+        go.0.send(()).unwrap();
+        th.join().unwrap();
     }
 }
