@@ -590,3 +590,49 @@ fn after_a_goaway_a_key_known_for_h2_makes_one_connection_for_a_burst() {
         );
     });
 }
+
+/// A tonic client (tonic-health's generated `HealthClient`) runs over fibr's client, a
+/// plain tower Service, against tonic's `Routes` served by fibr: a unary call and a server
+/// stream that follows a status change.
+#[test]
+fn a_tonic_client_runs_over_fibrs_client() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    bounded(LIMIT, || {
+        let (reporter, health) = tonic_health::server::health_reporter();
+        let addr = start(tonic::service::Routes::new(health), ServerConfig::default());
+        fibr::run(async move {
+            reporter
+                .set_service_status("svc", tonic_health::ServingStatus::Serving)
+                .await;
+            let origin: http::Uri = format!("http://{addr}").parse().unwrap();
+            let mut client = HealthClient::with_origin(h2c(), origin);
+            let ask = |service: &str| {
+                tonic::Request::new(HealthCheckRequest {
+                    service: service.into(),
+                })
+            };
+            let res = step("Check", client.check(ask("svc"))).await.unwrap();
+            assert_eq!(res.into_inner().status, ServingStatus::Serving as i32);
+            let err = step("Check unknown", client.check(ask("nope")))
+                .await
+                .unwrap_err();
+            assert_eq!(err.code(), tonic::Code::NotFound);
+            let mut watch = step("Watch", client.watch(ask("svc")))
+                .await
+                .unwrap()
+                .into_inner();
+            let first = step("first update", watch.message())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(first.status, ServingStatus::Serving as i32);
+            reporter
+                .set_service_status("svc", tonic_health::ServingStatus::NotServing)
+                .await;
+            let next = step("next update", watch.message()).await.unwrap().unwrap();
+            assert_eq!(next.status, ServingStatus::NotServing as i32);
+        });
+    });
+}

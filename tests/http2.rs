@@ -329,3 +329,38 @@ fn curl_upgrades_to_h2c() {
         assert_eq!(out, "abc|1.1");
     });
 }
+
+/// A connection's first bytes decide HTTP/1 or HTTP/2 only once they can: a POST whose
+/// first read is the lone "P" the preface also begins with is HTTP/1, and a preface that
+/// arrives in pieces (its first 18 bytes are a whole HTTP/1 head) is HTTP/2.
+#[test]
+fn the_preface_is_told_apart_from_http1_however_the_bytes_arrive() {
+    use std::io::{Read, Write};
+    bounded(LIMIT, || {
+        let addr = start(app(), ServerConfig::default());
+        let pause = || std::thread::sleep(Duration::from_millis(50));
+
+        let mut s = common::connect(addr);
+        s.write_all(b"P").unwrap();
+        pause();
+        s.write_all(b"OST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+            .unwrap();
+        let mut got = vec![0; 17];
+        s.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"HTTP/1.1 200 OK\r\n");
+
+        let mut s = common::connect(addr);
+        for piece in [&b"PRI * HTTP/2.0\r\n\r\n"[..], b"SM\r\n", b"\r\n"] {
+            s.write_all(piece).unwrap();
+            pause();
+        }
+        // An empty SETTINGS from us; the server's SETTINGS frame comes first.
+        s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).unwrap();
+        let mut head = [0; 9];
+        s.read_exact(&mut head).unwrap();
+        assert_eq!(
+            head[3], 4,
+            "a SETTINGS frame, not an HTTP/1 answer: {head:?}"
+        );
+    });
+}

@@ -231,6 +231,9 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
     h1: Machine<S, B>,
     timer: Option<Sleep>,
     tls: ConnTls,
+    /// A connection's first bytes while they could still be the HTTP/2 preface (fewer
+    /// than its 24): held back from the HTTP/1 machine until they tell.
+    sniffed: Vec<u8>,
 }
 
 /// What the connection's TLS negotiated (feature `tls`): every request gets it as an
@@ -317,6 +320,7 @@ where
             h1: ServerConn::new(Instant::now()),
             timer: None,
             tls,
+            sniffed: Vec::new(),
         };
         conn.set_context(state);
         with_state::<S, B, _>(conn, |st| {
@@ -379,15 +383,28 @@ where
         let cfg = &self.shared.config;
         let draining = data.is_empty() && self.shared.draining.load(Ordering::Acquire);
         let upgrade = with_state::<S, B, _>(conn, |st| {
-            let h2 = cfg.http2.only || (cfg.http2.h2c && is_preface_start(data));
-            if h2 && !data.is_empty() && st.h1.is_fresh() {
-                return Round::ToHttp2;
-            }
+            let mut seen = std::mem::take(&mut st.sniffed);
+            let input = if !data.is_empty() && st.h1.is_fresh() {
+                if !seen.is_empty() {
+                    seen.extend_from_slice(data);
+                }
+                let first = if seen.is_empty() { data } else { &seen[..] };
+                match sniff(first, cfg) {
+                    Sniffed::Http2 => return Round::ToHttp2(seen),
+                    Sniffed::Undecided => {
+                        st.sniffed = if seen.is_empty() { data.to_vec() } else { seen };
+                        return Round::Done(None);
+                    }
+                    Sniffed::Http1 => first,
+                }
+            } else {
+                data
+            };
             if draining {
                 st.h1.drain();
             }
             Round::Done(with_round_output(|out| {
-                st.receive(conn, data, cfg, out);
+                st.receive(conn, input, cfg, out);
                 st.drive(conn, cfg, out)
             }))
         });
@@ -396,10 +413,11 @@ where
                 with_h2::<S, B, _>(conn, |st| st.round(conn, data, cfg, draining));
                 return;
             }
-            Some(Round::ToHttp2) => {
+            Some(Round::ToHttp2(seen)) => {
                 // h2c with prior knowledge: the connection opened with the preface.
                 if let Some(st) = conn.take_context::<ConnState<S, B>>() {
-                    H2State::<S, B>::start(conn, st.svc, st.tls, cfg, data);
+                    let first = if seen.is_empty() { data } else { &seen[..] };
+                    H2State::<S, B>::start(conn, st.svc, st.tls, cfg, first);
                 }
                 return;
             }
@@ -427,16 +445,34 @@ where
 enum Round {
     /// Ran; the bytes of an upgrade request to hand over, if one is next.
     Done(Option<Vec<u8>>),
-    /// The connection's first bytes are the HTTP/2 preface.
-    ToHttp2,
+    /// The connection speaks HTTP/2: its first bytes (if held back over several reads;
+    /// empty: this round's data).
+    ToHttp2(Vec<u8>),
 }
 
-/// Whether a connection's first bytes begin the HTTP/2 preface (all of them, or as many
-/// as came).
-fn is_preface_start(data: &[u8]) -> bool {
+/// What a connection's first bytes say it speaks.
+#[derive(Debug, PartialEq, Eq)]
+enum Sniffed {
+    Http1,
+    Http2,
+    /// A prefix of the HTTP/2 preface so far ("P" may begin a POST, and
+    /// `PRI * HTTP/2.0\r\n\r\n` alone is a whole HTTP/1 request head): wait for more.
+    Undecided,
+}
+
+fn sniff(first: &[u8], cfg: &ServerConfig) -> Sniffed {
     let preface = super::h2::frame::PREFACE;
-    let n = data.len().min(preface.len());
-    n > 0 && data[..n] == preface[..n]
+    if cfg.http2.only {
+        return Sniffed::Http2;
+    }
+    let n = first.len().min(preface.len());
+    if !cfg.http2.h2c || first[..n] != preface[..n] {
+        Sniffed::Http1
+    } else if n == preface.len() {
+        Sniffed::Http2
+    } else {
+        Sniffed::Undecided
+    }
 }
 
 /// Runs `f` on the connection's HTTP state (none once it is closed).
