@@ -231,8 +231,8 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
     h1: Machine<S, B>,
     timer: Option<Sleep>,
     tls: ConnTls,
-    /// A connection's first bytes while they could still be the HTTP/2 preface (fewer
-    /// than its 24): held back from the HTTP/1 machine until they tell.
+    /// A connection's first bytes while they could still begin the HTTP/2 preface or an
+    /// HTTP/1 request (at most 3): held back from the HTTP/1 machine until they tell.
     sniffed: Vec<u8>,
 }
 
@@ -455,20 +455,24 @@ enum Round {
 enum Sniffed {
     Http1,
     Http2,
-    /// A prefix of the HTTP/2 preface so far ("P" may begin a POST, and
-    /// `PRI * HTTP/2.0\r\n\r\n` alone is a whole HTTP/1 request head): wait for more.
+    /// Fewer than the 4 bytes that tell ("P", "PR" may begin a POST or a PROPFIND): wait
+    /// for more.
     Undecided,
 }
+
+/// Bytes of the preface after which a client can only be speaking HTTP/2 (`PRI ` begins no
+/// HTTP/1 method a server answers); the machine checks the rest of the preface.
+const PREFACE_TELLS: usize = 4;
 
 fn sniff(first: &[u8], cfg: &ServerConfig) -> Sniffed {
     let preface = super::h2::frame::PREFACE;
     if cfg.http2.only {
         return Sniffed::Http2;
     }
-    let n = first.len().min(preface.len());
+    let n = first.len().min(PREFACE_TELLS);
     if !cfg.http2.h2c || first[..n] != preface[..n] {
         Sniffed::Http1
-    } else if n == preface.len() {
+    } else if n == PREFACE_TELLS {
         Sniffed::Http2
     } else {
         Sniffed::Undecided
