@@ -5,6 +5,7 @@
 #[cfg(feature = "client")]
 pub(crate) mod client;
 pub(crate) mod config;
+pub(crate) mod fields;
 pub(crate) mod frame;
 pub(crate) mod hpack;
 pub(crate) mod server;

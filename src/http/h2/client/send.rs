@@ -2,6 +2,7 @@
 //! trailers, resets, and the credit that reopens the server's windows.
 
 use super::{ClientConn, Phase, Remote, Stream};
+use crate::http::h2::fields::CONNECTION_SPECIFIC;
 use crate::http::h2::frame::{self, ErrorCode, MAX_WINDOW};
 use bytes::Buf;
 use http::{HeaderMap, Method};
@@ -15,17 +16,6 @@ pub(crate) struct RequestHead<'a> {
     pub path: &'a str,
     pub headers: &'a HeaderMap,
 }
-
-/// Request fields HTTP/2 forbids (§8.2.2) or carries as pseudo-headers (`host`): not
-/// sent. `te` goes only as `trailers`.
-const NOT_SENT: [&str; 6] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-];
 
 impl ClientConn {
     /// Whether a new stream may be opened now: the connection is usable and fewer streams
@@ -66,7 +56,10 @@ impl ClientConn {
         }
         for (name, value) in req.headers {
             let n = name.as_str();
-            if NOT_SENT.contains(&n) || (n == "te" && value.as_bytes() != b"trailers") {
+            // Fields HTTP/2 forbids (§8.2.2) or carries as a pseudo-header (`host`) are not
+            // sent; `te` goes only as `trailers`.
+            let not_sent = CONNECTION_SPECIFIC.contains(&n) || n == "host";
+            if not_sent || (n == "te" && value.as_bytes() != b"trailers") {
                 continue;
             }
             e.encode_field(n.as_bytes(), value.as_bytes(), value.is_sensitive(), out);

@@ -4,6 +4,7 @@
 use super::{SendState, Sending, StreamState};
 use crate::http::h1::encode::decimal;
 use crate::http::h1::server::Clock;
+use crate::http::h2::fields::CONNECTION_SPECIFIC;
 use crate::http::h2::frame::{self, ErrorCode};
 use bytes::Buf;
 use http::header::{self, HeaderMap};
@@ -17,15 +18,6 @@ pub(crate) struct StreamWriter<'a, B> {
     clock: Clock,
     out: &'a mut Vec<u8>,
 }
-
-/// Response fields HTTP/2 forbids (§8.2.2): dropped, as hyper does.
-const CONNECTION_SPECIFIC: [&str; 5] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-];
 
 impl<'a, B> StreamWriter<'a, B> {
     pub(super) fn new(
@@ -61,10 +53,13 @@ impl<'a, B> StreamWriter<'a, B> {
         if self.st.sending != Sending::Head {
             return false;
         }
-        for name in CONNECTION_SPECIFIC {
-            if parts.headers.contains_key(name) {
-                tracing::debug!(name, "dropping a connection-specific response field");
-                parts.headers.remove(name);
+        // One pass over the few fields a response has (not a hash lookup per forbidden name).
+        let forbidden = |n: &header::HeaderName| CONNECTION_SPECIFIC.contains(&n.as_str());
+        if parts.headers.keys().any(forbidden) {
+            for name in CONNECTION_SPECIFIC {
+                if parts.headers.remove(name).is_some() {
+                    tracing::debug!(name, "dropped a connection-specific response field");
+                }
             }
         }
         let status = parts.status;

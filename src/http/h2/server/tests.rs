@@ -1318,3 +1318,29 @@ fn nothing_is_written_after_a_floods_goaway() {
         );
     }
 }
+
+#[test]
+fn connection_specific_response_fields_are_dropped() {
+    let mut t = T::open();
+    let get = t.get(1);
+    t.recv(&get);
+    t.conn.each_stream(clock(t.now), &mut t.out, |_, w| {
+        let mut parts = http::Response::new(()).into_parts().0;
+        parts.headers.insert("connection", "close".parse().unwrap());
+        parts
+            .headers
+            .insert("transfer-encoding", "chunked".parse().unwrap());
+        parts.headers.insert("x-kept", "1".parse().unwrap());
+        w.respond(&mut parts, Some(0));
+    });
+    let got = t.take();
+    let Got::Headers { fields, .. } = &got[0] else {
+        panic!("{got:?}")
+    };
+    let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(names.contains(&"x-kept"), "{names:?}");
+    assert!(
+        !names.contains(&"connection") && !names.contains(&"transfer-encoding"),
+        "{names:?}"
+    );
+}
