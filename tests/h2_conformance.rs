@@ -30,17 +30,25 @@ const PARALLEL: usize = 16;
 fn h2_conformance() {
     common::bounded(Duration::from_secs(120), || {
         let addr = common::start(conformance::app(), ServerConfig::default());
-        run(addr, KNOWN_FAILURES, true)
+        let (unexpected, stale) = run(addr, KNOWN_FAILURES);
+        assert!(
+            unexpected == 0 && stale == 0,
+            "{unexpected} unexpected failures, {stale} known failures that pass"
+        );
     });
 }
 
 /// The same cases against hyper's HTTP/2 server (the `h2` crate) serving the same app on
-/// tokio: a check of the suite's own judgement, not of fibr. Prints, asserts nothing:
-/// `cargo test --test h2_conformance -- --ignored --nocapture`.
+/// tokio: a check of the suite's own judgement, not of fibr. hyper answers several
+/// violations with other codes than RFC 9113 names (38 cases when this was written), so a
+/// suite that found nothing there would have stopped looking.
 #[test]
-#[ignore]
-fn h2_conformance_of_hyper_for_reference() {
-    common::bounded(Duration::from_secs(120), || run(start_hyper(), &[], false));
+fn the_suite_finds_what_hyper_does_differently() {
+    let failures = common::bounded(Duration::from_secs(120), || run(start_hyper(), &[]).0);
+    assert!(
+        failures >= 10,
+        "only {failures} cases fail against hyper: the checks may have gone blind"
+    );
 }
 
 fn start_hyper() -> std::net::SocketAddr {
@@ -71,7 +79,8 @@ fn start_hyper() -> std::net::SocketAddr {
     addr
 }
 
-fn run(addr: std::net::SocketAddr, known_failures: &'static [&'static str], assert: bool) {
+/// Runs every case against `addr`; returns (unexpected failures, listed cases that pass).
+fn run(addr: std::net::SocketAddr, known_failures: &'static [&'static str]) -> (usize, usize) {
     let filter = std::env::var("H2_CONFORMANCE_FILTER").unwrap_or_default();
     let cases: Vec<_> = conformance::all_cases()
         .into_iter()
@@ -154,10 +163,5 @@ fn run(addr: std::net::SocketAddr, known_failures: &'static [&'static str], asse
     for line in &stale {
         println!("listed but passes (remove from KNOWN_FAILURES): {line}");
     }
-    assert!(
-        !assert || (unexpected.is_empty() && stale.is_empty()),
-        "{} unexpected failures, {} known failures that pass",
-        unexpected.len(),
-        stale.len()
-    );
+    (unexpected.len(), stale.len())
 }
