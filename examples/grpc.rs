@@ -33,50 +33,20 @@
 //! PathAndQuery::from_static("/fibr.example.Echo/Unary"), codec)` with a bytes codec like
 //! the one below (see `compat/tests/grpc.rs` for every kind of call).
 
-use bytes::{Buf, BufMut, Bytes};
+#[path = "grpc/codec.rs"]
+mod codec;
+
+use bytes::Bytes;
+use codec::BytesCodec;
 use std::convert::Infallible;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::body::Body;
-use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::CompressionEncoding;
 use tonic::codegen::{BoxFuture, BoxStream, StdError};
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
-
-/// Messages are their bytes.
-#[derive(Clone, Copy, Default)]
-struct BytesCodec;
-
-impl Codec for BytesCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = BytesCodec;
-    type Decoder = BytesCodec;
-    fn encoder(&mut self) -> BytesCodec {
-        BytesCodec
-    }
-    fn decoder(&mut self) -> BytesCodec {
-        BytesCodec
-    }
-}
-
-impl Encoder for BytesCodec {
-    type Item = Bytes;
-    type Error = Status;
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for BytesCodec {
-    type Item = Bytes;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
 
 /// The Echo service: what generated code would be, routing by path to `tonic::server::Grpc`.
 #[derive(Clone, Default)]

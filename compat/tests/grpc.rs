@@ -3,6 +3,8 @@
 //! served by `fibr::serve`, called by tonic's own client (`Channel`, h2c and over TLS) and
 //! by Python's grpcio (`grpc/client.py`, skipped when grpcio is not installed).
 
+#[path = "../../examples/grpc/codec.rs"]
+mod codec;
 #[path = "grpc/echo.rs"]
 mod echo;
 

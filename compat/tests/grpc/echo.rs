@@ -24,7 +24,8 @@
 //! Every call's handler holds a [`Live`] guard while it runs (Unary: its future;
 //! streaming calls: their response stream), so a test sees when fibr dropped them.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+pub use super::codec::BytesCodec;
+use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
 use std::convert::Infallible;
 use std::future::Future;
@@ -34,7 +35,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tonic::body::Body;
-use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::codec::CompressionEncoding;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::server::NamedService;
 use tonic::{Code, Request, Response, Status, Streaming};
@@ -43,40 +44,6 @@ use tonic::{Code, Request, Response, Status, Streaming};
 pub const SERVICE: &str = "fibr.test.Echo";
 /// The message size limit both ways (tonic's default is 4 MiB, less than the large test).
 pub const MAX_MESSAGE: usize = 16 << 20;
-
-/// Messages are their bytes.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct BytesCodec;
-
-impl Codec for BytesCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = BytesCodec;
-    type Decoder = BytesCodec;
-    fn encoder(&mut self) -> BytesCodec {
-        BytesCodec
-    }
-    fn decoder(&mut self) -> BytesCodec {
-        BytesCodec
-    }
-}
-
-impl Encoder for BytesCodec {
-    type Item = Bytes;
-    type Error = Status;
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for BytesCodec {
-    type Item = Bytes;
-    type Error = Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
 
 /// Counts the handlers (futures and response streams) alive.
 #[derive(Clone, Debug, Default)]
