@@ -95,20 +95,26 @@ mod loom_tests {
     use loom::sync::Arc;
     use loom::thread;
 
-    /// A submitter queues a task while a worker decides to wait: the worker either sees the
-    /// task or is interrupted. (A worker that decided to wait stays registered until its
-    /// wait ends, which here is after the submitter is done.)
-    #[test]
-    fn queued_work_is_seen_or_interrupts() {
-        loom::model(|| {
+    /// A worker decides to wait while another thread queues a task (a plain submitter, or
+    /// a driver queueing its own turn's work): the worker either sees the task or is
+    /// interrupted. (A worker that decided to wait stays registered until its wait ends,
+    /// which here is after the submitter is done.)
+    fn queued_work_is_seen_or_interrupts_when(submitter_drives: bool) {
+        loom::model(move || {
             let gate = Arc::new(DriveGate::new());
             let interrupted = Arc::new(AtomicBool::new(false));
             let submitter = {
                 let (gate, interrupted) = (gate.clone(), interrupted.clone());
                 thread::spawn(move || {
+                    if submitter_drives {
+                        let _ = gate.enter();
+                    }
                     gate.set_queued(1);
                     if gate.must_interrupt() {
                         interrupted.store(true, SeqCst);
+                    }
+                    if submitter_drives {
+                        gate.leave();
                     }
                 })
             };
@@ -127,37 +133,15 @@ mod loom_tests {
         });
     }
 
-    /// A driver queueing work from its own turn must still interrupt another driver that
-    /// waits (it only leaves itself out).
+    #[test]
+    fn queued_work_is_seen_or_interrupts() {
+        queued_work_is_seen_or_interrupts_when(false);
+    }
+
+    /// A driver leaves only itself out of the count: it still interrupts the other one.
     #[test]
     fn a_driver_submitting_interrupts_the_other_driver() {
-        loom::model(|| {
-            let gate = Arc::new(DriveGate::new());
-            let interrupted = Arc::new(AtomicBool::new(false));
-            let running = {
-                let (gate, interrupted) = (gate.clone(), interrupted.clone());
-                thread::spawn(move || {
-                    let _ = gate.enter();
-                    gate.set_queued(1);
-                    if gate.must_interrupt() {
-                        interrupted.store(true, SeqCst);
-                    }
-                    gate.leave();
-                })
-            };
-            let waits = gate.enter();
-            if !waits {
-                gate.leave();
-            }
-            running.join().unwrap();
-            assert!(
-                !waits || interrupted.load(SeqCst),
-                "a worker waits with a task queued by another driver and nobody interrupts it"
-            );
-            if waits {
-                gate.leave();
-            }
-        });
+        queued_work_is_seen_or_interrupts_when(true);
     }
 }
 
