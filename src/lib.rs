@@ -77,6 +77,8 @@ mod sys;
 pub mod time;
 #[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(feature = "ws")]
+pub mod ws;
 
 /// Body types (`fibr::body::Incoming` is the request body services receive).
 pub mod body {

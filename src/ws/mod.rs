@@ -1,0 +1,3 @@
+//! WebSocket (RFC 6455, with permessage-deflate, RFC 7692) on fibr's loops.
+
+pub(crate) mod proto;

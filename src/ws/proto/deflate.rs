@@ -1,0 +1,1 @@
+//! permessage-deflate (RFC 7692): negotiation and the per-message compressor.
