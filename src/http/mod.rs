@@ -9,6 +9,8 @@ mod serve;
 mod server;
 mod server_h2;
 mod service;
+#[cfg(feature = "ws")]
+pub(crate) mod switch;
 #[cfg(feature = "hyper")]
 mod upgrade;
 

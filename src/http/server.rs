@@ -16,7 +16,7 @@ use super::file::FileBody;
 use super::h1::date::{http_date, DATE_LEN};
 use super::h1::parse::RequestHead;
 use super::h1::server::{
-    After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started,
+    After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started, Upgrade,
 };
 use super::server_h2::{with_h2, H2State, H2cUpgrade};
 use super::service::{BoxError, ConnInfo, MakeService};
@@ -234,6 +234,10 @@ struct ConnState<S: Service<Request<Incoming>>, B> {
     /// A connection's first bytes while they could still begin the HTTP/2 preface or an
     /// HTTP/1 request (at most 3): held back from the HTTP/1 machine until they tell.
     sniffed: Vec<u8>,
+    /// The upgrade request answered here (the last one read): who takes the connection
+    /// if its answer is a `101`.
+    #[cfg(feature = "ws")]
+    switch: Option<super::switch::OnSwitch>,
 }
 
 /// What the connection's TLS negotiated (feature `tls`): every request gets it as an
@@ -321,6 +325,8 @@ where
             timer: None,
             tls,
             sniffed: Vec::new(),
+            #[cfg(feature = "ws")]
+            switch: None,
         };
         conn.set_context(state);
         with_state::<S, B, _>(conn, |st| {
@@ -423,28 +429,46 @@ where
             }
             Some(Round::Done(upgrade)) => upgrade,
         };
-        if let Some(h2c) = upgrade.as_deref().and_then(|p| H2cUpgrade::parse(p, cfg)) {
+        let prefix = match upgrade {
+            None => return,
+            Some(Upgrade::Switched(read)) => return self.switch(conn, read),
+            Some(Upgrade::HandOff(prefix)) => prefix,
+        };
+        if let Some(h2c) = H2cUpgrade::parse(&prefix, cfg) {
             if let Some(st) = conn.take_context::<ConnState<S, B>>() {
                 H2State::<S, B>::start_upgraded(conn, st.svc, st.tls, cfg, h2c);
             }
             return;
         }
         #[cfg(feature = "hyper")]
-        if let Some(prefix) = upgrade {
-            if let Some(st) = conn.take_context::<ConnState<S, B>>() {
-                self.shared.forget(conn);
-                super::upgrade::hand_off(conn, prefix, st.svc);
-            }
+        if let Some(st) = conn.take_context::<ConnState<S, B>>() {
+            self.shared.forget(conn);
+            super::upgrade::hand_off(conn, prefix, st.svc);
         }
-        #[cfg(not(feature = "hyper"))]
-        let _ = upgrade;
+    }
+
+    /// A `101` was written: the service that claimed the upgrade takes the connection
+    /// (none did: it closes, since what follows is not HTTP/1).
+    fn switch(&self, conn: &Conn, read: Vec<u8>) {
+        let Some(st) = conn.take_context::<ConnState<S, B>>() else {
+            return;
+        };
+        self.shared.forget(conn);
+        #[cfg(feature = "ws")]
+        if let Some(take) = st.switch.as_ref().and_then(|s| s.take()) {
+            drop(st);
+            let conn = conn.clone();
+            return take(super::switch::Switched { conn, read });
+        }
+        let _ = (st, read);
+        conn.close();
     }
 }
 
 /// What an HTTP/1 round did.
 enum Round {
-    /// Ran; the bytes of an upgrade request to hand over, if one is next.
-    Done(Option<Vec<u8>>),
+    /// Ran; the connection leaves HTTP/1 if an upgrade is next.
+    Done(Option<Upgrade>),
     /// The connection speaks HTTP/2: its first bytes (if held back over several reads;
     /// empty: this round's data).
     ToHttp2(Vec<u8>),
@@ -496,6 +520,8 @@ struct Calls<'a, S> {
     conn: &'a Conn,
     cfg: &'a ServerConfig,
     tls: &'a ConnTls,
+    #[cfg(feature = "ws")]
+    switch: &'a mut Option<super::switch::OnSwitch>,
 }
 
 impl<S, B> Dispatch for Calls<'_, S>
@@ -523,6 +549,8 @@ where
         head: RequestHead,
         body: Option<NewBody>,
     ) -> Dispatched<Self::Exchange, BodySender> {
+        #[cfg(feature = "ws")]
+        let upgrade = head.upgrade;
         let (incoming, sender) = match body {
             None => (Incoming::empty(), None),
             Some(b) => {
@@ -541,6 +569,12 @@ where
         *req.version_mut() = head.version;
         *req.headers_mut() = head.headers;
         self.tls.extend(&mut req);
+        #[cfg(feature = "ws")]
+        if upgrade {
+            let switch = super::switch::OnSwitch::default();
+            req.extensions_mut().insert(switch.clone());
+            *self.switch = Some(switch);
+        }
         let (exchange, called) = match call_service(self.svc, self.waker, req) {
             Ok(stage) => (stage, true),
             Err(req) => (Stage::Waiting(req), false),
@@ -620,6 +654,8 @@ where
             conn,
             cfg,
             tls: &self.tls,
+            #[cfg(feature = "ws")]
+            switch: &mut self.switch,
         };
         (&mut self.h1, calls)
     }
@@ -633,7 +669,7 @@ where
     /// Calls a parked request once the service is ready, polls every call in flight,
     /// writes what is ready, sends the round's output and applies the machine's actions.
     /// Returns the bytes of an upgrade request to hand over, once it is next.
-    fn drive(&mut self, conn: &Conn, cfg: &ServerConfig, out: &mut Vec<u8>) -> Option<Vec<u8>> {
+    fn drive(&mut self, conn: &Conn, cfg: &ServerConfig, out: &mut Vec<u8>) -> Option<Upgrade> {
         let waker = self.waker.clone();
         let mut cx = Context::from_waker(&waker);
         for _ in 0..MAX_REPARSE {

@@ -115,6 +115,15 @@ pub(crate) trait Dispatch {
     fn write_front(&mut self, conn: &mut ServerConn<Self::Body, Self::Exchange>, out: &mut Vec<u8>);
 }
 
+/// The connection leaves HTTP/1 ([`ServerConn::take_upgrade`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Upgrade {
+    /// Hand it over from this upgrade request on (its bytes and what follows).
+    HandOff(Vec<u8>),
+    /// A `101` was written here: the bytes that followed the request.
+    Switched(Vec<u8>),
+}
+
 /// What the driver is to do after a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Actions {
@@ -167,8 +176,13 @@ enum Reading<B> {
     Body(Box<BodyIn<B>>),
     /// An upgrade request waits, unparsed in `kept`, for the responses before it.
     UpgradeWaits,
-    /// The upgrade request and everything after it are in `kept`, for the new owner.
-    Upgraded,
+    /// An upgrade request answered here waits for its answer; what came after it is kept
+    /// unread: a `101` gives it to the new protocol ([`Upgrade::Switched`]), any other
+    /// answer ends the connection.
+    Switching,
+    /// The upgrade request (handed off) or what followed its `101` (switched) is in
+    /// `kept`, for the new owner.
+    Upgraded { switched: bool },
     /// Nothing more is read (a last request, the peer's end, an error, shutdown): what
     /// arrives is discarded, and the connection closes once the queue is written.
     Stopped,
@@ -287,7 +301,11 @@ impl<B: BodySink, X> ServerConn<B, X> {
             match &mut self.reading {
                 // Nothing after a request we will not answer normally is read.
                 Reading::Stopped => return input.len(),
-                Reading::Upgraded => return pos,
+                Reading::Upgraded { .. } => return pos,
+                Reading::Switching => {
+                    self.held_back = true;
+                    return pos;
+                }
                 Reading::Body(_) => {
                     pos += self.feed_body(clock.now, &input[pos..], cfg);
                     if matches!(self.reading, Reading::Body(_)) {
@@ -330,7 +348,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
                         self.reading = if self.held_back {
                             Reading::UpgradeWaits
                         } else {
-                            Reading::Upgraded
+                            Reading::Upgraded { switched: false }
                         };
                         return pos;
                     }
@@ -353,7 +371,8 @@ impl<B: BodySink, X> ServerConn<B, X> {
     {
         // An upgrade answered as a plain request ends the connection: its client may
         // already speak the new protocol.
-        let mut keep_alive = head.keep_alive && !head.upgrade;
+        let upgrade = head.upgrade;
+        let mut keep_alive = head.keep_alive && !upgrade;
         self.served += 1;
         if cfg
             .max_requests_per_connection
@@ -403,6 +422,8 @@ impl<B: BodySink, X> ServerConn<B, X> {
                     last: !keep_alive,
                 }));
             }
+            // Without a body, the service may take the connection with a `101`.
+            _ if upgrade => self.reading = Reading::Switching,
             _ if !keep_alive => self.reading = Reading::Stopped,
             _ => {}
         }
@@ -519,24 +540,30 @@ impl<B: BodySink, X> ServerConn<B, X> {
         match &mut self.reading {
             Reading::Body(b) => b.last = true,
             Reading::Head { .. } | Reading::UpgradeWaits => self.reading = Reading::Stopped,
-            Reading::Upgraded | Reading::Stopped => {}
+            Reading::Switching | Reading::Upgraded { .. } | Reading::Stopped => {}
         }
     }
 
-    /// Once an upgrade request is next: the bytes from it on, for the upgrade's new owner
-    /// (the machine is done with the connection).
-    pub(crate) fn take_upgrade(&mut self) -> Option<Vec<u8>> {
-        if !matches!(self.reading, Reading::Upgraded) {
+    /// Once the connection belongs to another protocol: an upgrade request to hand over
+    /// (once it is next), or the bytes after a `101` written here (the machine is done
+    /// with the connection).
+    pub(crate) fn take_upgrade(&mut self) -> Option<Upgrade> {
+        let Reading::Upgraded { switched } = self.reading else {
             return None;
-        }
+        };
         self.reading = Reading::Stopped;
-        Some(std::mem::take(&mut self.kept))
+        let kept = std::mem::take(&mut self.kept);
+        Some(if switched {
+            Upgrade::Switched(kept)
+        } else {
+            Upgrade::HandOff(kept)
+        })
     }
 
     /// Whether no more requests will be read after those in the queue.
     fn reads_no_more(&self) -> bool {
         match &self.reading {
-            Reading::Stopped => true,
+            Reading::Stopped | Reading::Switching => true,
             Reading::Body(b) => b.last,
             _ => false,
         }
@@ -598,6 +625,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         out: &mut Vec<u8>,
     ) -> Started {
         let last_before_close = self.reads_no_more() && self.queue.len() == 1;
+        let switching = matches!(self.reading, Reading::Switching) && self.queue.len() == 1;
         // Answered without the body the client was never told to send: whether it sends
         // it anyway cannot be known, so the connection is not reused.
         let body_unsent = self.queue.len() == 1
@@ -621,6 +649,22 @@ impl<B: BodySink, X> ServerConn<B, X> {
                     .headers
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
             }
+        }
+        if parts.status == StatusCode::SWITCHING_PROTOCOLS && switching {
+            // The service took the connection: what follows is the new protocol's.
+            let date = (clock.date)();
+            encode_head(
+                slot.version,
+                parts.status,
+                &parts.headers,
+                &BodyFraming::Empty,
+                true,
+                &date,
+                out,
+            );
+            self.queue = VecDeque::new();
+            self.reading = Reading::Upgraded { switched: true };
+            return Started::Done(After::Next);
         }
         let framing = framing_for(slot.head_only, parts.status, exact, slot.version);
         slot.keep_alive = slot.keep_alive
@@ -830,7 +874,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         match &self.reading {
             Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
             Reading::Body(b) => b.sink.has_room(),
-            Reading::UpgradeWaits | Reading::Upgraded => false,
+            Reading::UpgradeWaits | Reading::Upgraded { .. } | Reading::Switching => false,
             Reading::Stopped => true,
         }
     }
@@ -841,7 +885,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
             Reading::Body(b) => b.sink.has_room(),
             Reading::UpgradeWaits => self.queue.is_empty(),
-            Reading::Upgraded | Reading::Stopped => false,
+            Reading::Upgraded { .. } | Reading::Switching | Reading::Stopped => false,
         }
     }
 
@@ -850,7 +894,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             return false;
         }
         match &self.reading {
-            Reading::Stopped => true,
+            Reading::Stopped | Reading::Switching => true,
             // A body the client was never told to send will not come.
             Reading::Body(b) => b.last && b.cont == Continue::Owed,
             _ => false,

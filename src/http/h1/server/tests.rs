@@ -509,8 +509,8 @@ fn upgrade_waits_for_the_responses_before_it() {
     h.respond(200, "a");
     h.settle();
     assert_eq!(
-        h.conn.take_upgrade().as_deref(),
-        Some(&[upgrade, b"FRAME"].concat()[..]),
+        h.conn.take_upgrade(),
+        Some(Upgrade::HandOff([upgrade, b"FRAME"].concat())),
         "the new owner gets the upgrade request and what followed"
     );
     assert_eq!(h.take_out(), ok("a"));
@@ -522,7 +522,35 @@ fn upgrade_not_handed_off_is_a_last_plain_request() {
     h.feed(b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n");
     assert_eq!(h.svc.requests, ["GET /ws"]);
     assert_eq!(h.respond(426, ""), After::Close);
+    assert!(h.take_out().contains("connection: close"));
     assert!(h.end().close);
+    assert_eq!(h.conn.take_upgrade(), None);
+}
+
+#[test]
+fn a_101_answered_here_gives_what_followed_to_the_new_protocol() {
+    let mut h = harness();
+    h.feed(
+        b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\nFRAME",
+    );
+    assert!(!h.end().read, "nothing more is read before the answer");
+    h.feed(b"GET /a HTTP/1.1\r\n\r\n");
+    assert_eq!(
+        h.svc.requests,
+        ["GET /ws"],
+        "what follows is not parsed as HTTP/1"
+    );
+    assert_eq!(h.respond(101, ""), After::Next);
+    let out = h.take_out();
+    assert!(
+        out.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{out}"
+    );
+    assert!(!out.contains("connection: close"), "{out}");
+    assert_eq!(
+        h.conn.take_upgrade(),
+        Some(Upgrade::Switched(b"FRAMEGET /a HTTP/1.1\r\n\r\n".to_vec()))
+    );
 }
 
 #[test]

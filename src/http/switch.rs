@@ -1,0 +1,35 @@
+//! Protocols a service switches to on fibr's own loops (feature `ws`).
+//!
+//! An upgrade request that fibr answers itself carries an [`OnSwitch`] in its extensions.
+//! A service that claims it and answers `101 Switching Protocols` gets the connection once
+//! the `101` is written: the new protocol's driver takes its rounds from then on, so the
+//! connection stays on fibr's loops (and under its TLS, if any).
+
+use crate::Conn;
+use std::sync::{Arc, Mutex};
+
+/// What takes the connection after the `101`.
+pub(crate) type SwitchFn = Box<dyn FnOnce(Switched) + Send>;
+
+/// The way from an upgrade request to its connection (a request extension).
+#[derive(Clone, Default)]
+pub(crate) struct OnSwitch(Arc<Mutex<Option<SwitchFn>>>);
+
+impl OnSwitch {
+    /// Takes the connection if the answer is a `101` (a later claim replaces this one).
+    pub(crate) fn claim(&self, f: SwitchFn) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    /// The claim, once the `101` is written.
+    pub(crate) fn take(&self) -> Option<SwitchFn> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// A connection that switched protocols.
+pub(crate) struct Switched {
+    pub conn: Conn,
+    /// Bytes that came after the upgrade request: the new protocol's first.
+    pub read: Vec<u8>,
+}
