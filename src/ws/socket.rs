@@ -1,0 +1,432 @@
+//! The driver: a WebSocket on a fibr connection, and the [`WebSocket`] handle the
+//! application holds.
+//!
+//! The connection's rounds feed the machine; the messages it delivers wait in a bounded
+//! inbox (past its bound reads are held: a slow reader pauses the peer). The
+//! application's task (the `on_upgrade` callback) is owned by the connection and polled
+//! in its rounds, so a message read, handled and answered costs one round and one write.
+//! A handle moved to another task works too: it is woken like any future. Sends encode
+//! into the connection's output, and wait while more than the write bound is queued.
+
+use super::message::Message;
+use super::proto::{self, Machine, Role, State};
+use super::{Config, Error};
+use crate::{Conn, Handler};
+use bytes::Bytes;
+use http::HeaderValue;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+/// The application's task for one connection.
+pub(crate) type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What the connection and its handles share.
+pub(crate) struct Shared {
+    conn: Conn,
+    role: Role,
+    read_limit: usize,
+    write_limit: usize,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    machine: Machine,
+    inbox: VecDeque<proto::Message>,
+    /// Payload bytes in `inbox`.
+    inbox_bytes: usize,
+    reader: Option<Waker>,
+    writer: Option<Waker>,
+    /// Why no more messages come, once none do.
+    end: End,
+    /// Reads are held because the inbox is full.
+    holding: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum End {
+    Open,
+    /// The close handshake finished, or the connection ended after it.
+    Closed,
+    /// A failure to report once, then `Closed`.
+    Failed(Error),
+}
+
+thread_local! {
+    /// Where frames are encoded before they join the connection's output.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn with_scratch<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    SCRATCH.with(|s| {
+        let mut out = s.take();
+        out.clear();
+        let r = f(&mut out);
+        if out.capacity() <= 256 * 1024 {
+            out.clear();
+            s.replace(out);
+        }
+        r
+    })
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Feeds bytes read from the peer; returns the reader to wake, unless it is `own`
+    /// (the connection's task, which polls next anyway).
+    fn receive(&self, data: &[u8], own: &Waker) -> Option<Waker> {
+        let mut inner = self.lock();
+        if inner.end != End::Open {
+            return None;
+        }
+        let inner = &mut *inner;
+        let before = inner.inbox.len();
+        let result = with_scratch(|out| {
+            let inbox = &mut inner.inbox;
+            let bytes = &mut inner.inbox_bytes;
+            let r = inner.machine.receive(data, out, &mut |m| {
+                *bytes += payload_len(&m);
+                inbox.push_back(m);
+            });
+            if !out.is_empty() {
+                let _ = self.conn.send(out);
+            }
+            r
+        });
+        match result {
+            Err(e) => {
+                tracing::debug!(error = %e, "WebSocket protocol error");
+                inner.end = End::Failed(Error::protocol(e));
+                self.conn.close();
+            }
+            Ok(()) => self.close_if_done(inner),
+        }
+        if inner.inbox_bytes > self.read_limit && !inner.holding {
+            inner.holding = true;
+            self.conn.hold_reads();
+        }
+        let woke = inner.inbox.len() != before || inner.end != End::Open;
+        let reader = if woke { inner.reader.take() } else { None };
+        reader.filter(|w| !w.will_wake(own))
+    }
+
+    /// After the close handshake the connection ends: the server closes it first (RFC
+    /// 6455 §7.1.1); the client, once the server has (or at once, having nothing to wait
+    /// for).
+    fn close_if_done(&self, inner: &mut Inner) {
+        if inner.machine.state() == State::Closed {
+            inner.end = End::Closed;
+            if self.role == Role::Server {
+                self.conn.close();
+            } else {
+                self.conn.shutdown_write();
+            }
+        }
+    }
+
+    /// The connection ended (EOF or closed): no more messages.
+    fn ended(&self, err: Option<std::io::Error>) -> Vec<Waker> {
+        let mut inner = self.lock();
+        if inner.end == End::Open {
+            inner.end = if inner.machine.state() == State::Closed {
+                End::Closed
+            } else {
+                End::Failed(match err {
+                    Some(e) => Error::io(e),
+                    None => Error::abnormal_close(),
+                })
+            };
+        }
+        [inner.reader.take(), inner.writer.take()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    fn wake_writer(&self) -> Option<Waker> {
+        self.lock().writer.take()
+    }
+
+    fn poll_recv(&self, cx: &mut Context<'_>) -> Poll<Option<Result<Message, Error>>> {
+        let mut inner = self.lock();
+        if let Some(m) = inner.inbox.pop_front() {
+            inner.inbox_bytes -= payload_len(&m);
+            if inner.holding && inner.inbox_bytes <= self.read_limit / 2 {
+                inner.holding = false;
+                self.conn.resume_reads();
+            }
+            return Poll::Ready(Some(Ok(m.into())));
+        }
+        match std::mem::replace(&mut inner.end, End::Closed) {
+            End::Open => {
+                inner.end = End::Open;
+                inner.reader = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            End::Closed => Poll::Ready(None),
+            End::Failed(e) => Poll::Ready(Some(Err(e))),
+        }
+    }
+
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let mut inner = self.lock();
+        if let End::Failed(e) = &inner.end {
+            return Poll::Ready(Err(e.clone()));
+        }
+        if !self.conn.is_open() {
+            return Poll::Ready(Err(Error::closed()));
+        }
+        if self.conn.queued_bytes() <= self.write_limit {
+            return Poll::Ready(Ok(()));
+        }
+        inner.writer = Some(cx.waker().clone());
+        drop(inner);
+        self.conn.wake_when_drained();
+        Poll::Pending
+    }
+
+    fn send(&self, msg: Message) -> Result<(), Error> {
+        let mut inner = self.lock();
+        if let End::Failed(e) = &inner.end {
+            return Err(e.clone());
+        }
+        let msg = proto::Message::from(msg);
+        with_scratch(|out| {
+            inner.machine.send(&msg, out).map_err(Error::protocol)?;
+            self.conn.send(out).map_err(Error::io)
+        })?;
+        self.close_if_done(&mut inner);
+        Ok(())
+    }
+
+    /// The handle was dropped: a socket still open is closed (normal closure).
+    fn abandon(&self) {
+        let mut inner = self.lock();
+        if inner.machine.state() == State::Open {
+            let close = proto::Message::Close(Some(proto::CloseFrame {
+                code: super::close_code::NORMAL,
+                reason: Bytes::new(),
+            }));
+            with_scratch(|out| {
+                if inner.machine.send(&close, out).is_ok() {
+                    let _ = self.conn.send(out);
+                }
+            });
+        }
+        inner.end = End::Closed;
+        self.conn.close();
+    }
+}
+
+fn payload_len(m: &proto::Message) -> usize {
+    match m {
+        proto::Message::Text(b)
+        | proto::Message::Binary(b)
+        | proto::Message::Ping(b)
+        | proto::Message::Pong(b) => b.len(),
+        proto::Message::Close(_) => 0,
+    }
+}
+
+/// A WebSocket connection: a [`Stream`](futures_core::Stream) of messages and a
+/// [`Sink`](futures_sink::Sink) for them, with `recv` and `send` as axum's has.
+pub struct WebSocket {
+    shared: Arc<Shared>,
+    protocol: Option<HeaderValue>,
+}
+
+impl WebSocket {
+    /// The next message; `None` once the connection is closed.
+    pub async fn recv(&mut self) -> Option<Result<Message, Error>> {
+        std::future::poll_fn(|cx| self.shared.poll_recv(cx)).await
+    }
+
+    /// Sends a message (waits while the connection's output is over its bound).
+    pub async fn send(&mut self, msg: Message) -> Result<(), Error> {
+        std::future::poll_fn(|cx| self.shared.poll_ready(cx)).await?;
+        self.shared.send(msg)
+    }
+
+    /// The subprotocol the handshake agreed on.
+    pub fn protocol(&self) -> Option<&HeaderValue> {
+        self.protocol.as_ref()
+    }
+
+    /// Starts the close handshake with a close frame (the peer's answer then ends
+    /// [`recv`](Self::recv)).
+    pub async fn close(&mut self, frame: Option<super::CloseFrame>) -> Result<(), Error> {
+        self.send(Message::Close(frame)).await
+    }
+}
+
+impl Drop for WebSocket {
+    fn drop(&mut self) {
+        self.shared.abandon();
+    }
+}
+
+impl futures_core::Stream for WebSocket {
+    type Item = Result<Message, Error>;
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.shared.poll_recv(cx)
+    }
+}
+
+impl futures_sink::Sink<Message> for WebSocket {
+    type Error = Error;
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.shared.poll_ready(cx)
+    }
+    fn start_send(self: Pin<&mut Self>, msg: Message) -> Result<(), Error> {
+        self.shared.send(msg)
+    }
+    /// Sent messages are in the connection's output at once: nothing to flush here.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        match self.shared.send(Message::Close(None)) {
+            Ok(()) => Poll::Ready(Ok(())),
+            Err(e) if e.is_closed() => Poll::Ready(Ok(())),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// The connection's side: the shared state and the application's task.
+struct Driven {
+    shared: Arc<Shared>,
+    task: Option<Task>,
+    waker: Waker,
+}
+
+/// The connection's handler once it speaks WebSocket (its state is the context).
+pub(crate) struct WsHandler;
+
+impl Driven {
+    /// Polls the application's task (in the connection's round, so what it sends joins
+    /// the round's write).
+    fn poll_task(&mut self) {
+        if let Some(task) = self.task.as_mut() {
+            let mut cx = Context::from_waker(&self.waker);
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                task.as_mut().poll(&mut cx).is_ready()
+            }))
+            .unwrap_or_else(|_| {
+                tracing::error!("the WebSocket task panicked");
+                true
+            });
+            if done {
+                self.task = None;
+            }
+        }
+    }
+}
+
+fn with_driven(conn: &Conn, f: impl FnOnce(&mut Driven)) {
+    conn.with_context::<Driven, _>(|d| {
+        if let Some(d) = d {
+            f(d)
+        }
+    })
+}
+
+impl Handler for WsHandler {
+    fn on_open(&self, conn: &Conn) {
+        // An adopted connection: its first bytes were set aside before it was registered.
+        self.on_wake(conn);
+    }
+
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        with_driven(conn, |d| {
+            if let Some(w) = d.shared.receive(data, &d.waker) {
+                w.wake();
+            }
+            d.poll_task();
+        });
+    }
+
+    fn on_eof(&self, conn: &Conn) {
+        self.on_close(conn, None);
+    }
+
+    fn on_drained(&self, conn: &Conn) {
+        with_driven(conn, |d| {
+            if let Some(w) = d.shared.wake_writer() {
+                if w.will_wake(&d.waker) {
+                    d.poll_task();
+                } else {
+                    w.wake();
+                }
+            }
+        });
+    }
+
+    fn on_wake(&self, conn: &Conn) {
+        with_driven(conn, Driven::poll_task);
+    }
+
+    fn on_close(&self, conn: &Conn, err: Option<std::io::Error>) {
+        with_driven(conn, |d| {
+            for w in d.shared.ended(err) {
+                if !w.will_wake(&d.waker) {
+                    w.wake();
+                }
+            }
+            d.poll_task();
+        });
+        conn.close();
+    }
+}
+
+/// Puts a WebSocket on `conn` (in its round, or before it is registered): `read` holds
+/// the bytes that came after the handshake; `task` gets the socket.
+pub(crate) fn start<F, Fut>(
+    conn: &Conn,
+    read: &[u8],
+    role: Role,
+    config: &Config,
+    machine: Machine,
+    protocol: Option<HeaderValue>,
+    task: F,
+) where
+    F: FnOnce(WebSocket) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let shared = Arc::new(Shared {
+        conn: conn.clone(),
+        role,
+        read_limit: config.read_buffer_limit,
+        write_limit: config.write_buffer_limit,
+        inner: Mutex::new(Inner {
+            machine,
+            inbox: VecDeque::new(),
+            inbox_bytes: 0,
+            reader: None,
+            writer: None,
+            end: End::Open,
+            holding: false,
+        }),
+    });
+    let socket = WebSocket {
+        shared: shared.clone(),
+        protocol,
+    };
+    conn.set_context(Driven {
+        shared,
+        task: Some(Box::pin(task(socket))),
+        waker: conn.waker(),
+    });
+    conn.set_handler(WsHandler);
+    if read.is_empty() {
+        WsHandler.on_wake(conn);
+    } else {
+        WsHandler.on_data(conn, read);
+    }
+}
