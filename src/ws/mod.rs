@@ -25,6 +25,8 @@
 
 #[cfg(feature = "axum")]
 mod axum;
+#[doc(hidden)]
+pub mod fuzzing;
 mod handshake;
 mod message;
 pub(crate) mod proto;
