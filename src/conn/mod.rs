@@ -116,7 +116,7 @@ pub(crate) enum Kind {
 pub(crate) struct ConnInner {
     state: SchedState,
     flags: AtomicU32,
-    rt: Arc<Runtime>,
+    pub(crate) rt: Arc<Runtime>,
     lp: Arc<Loop>,
     token: AtomicU64,
     fd: RawFd,
@@ -1055,6 +1055,50 @@ impl Conn {
         lp.send(Command::Register(raw, inner.clone()));
         Ok(Conn { inner })
     }
+}
+
+/// A connection made of a socket taken back from another owner (a WebSocket whose `101`
+/// hyper wrote): `prepare` puts its handler and context in place before it is registered,
+/// and its first callback is `on_open`.
+#[cfg(all(feature = "hyper", feature = "ws"))]
+pub(crate) fn adopt(
+    rt: &Arc<Runtime>,
+    socket: DetachedSocket,
+    prepare: impl FnOnce(&Conn),
+) -> io::Result<()> {
+    /// The handler until `prepare` sets the real one.
+    struct Unset;
+    impl Handler for Unset {
+        fn on_data(&self, _conn: &Conn, _data: &[u8]) {}
+    }
+    rt.ensure_running()?;
+    let (fd, kind) = match socket {
+        DetachedSocket::Tcp(fd) => (fd, Kind::Tcp),
+        DetachedSocket::Unix(fd) => (fd, Kind::Unix),
+    };
+    let raw = fd.as_raw_fd();
+    let (peer, local) = match kind {
+        Kind::Tcp => (socket::peer_addr(raw), socket::local_addr(raw)),
+        _ => (None, None),
+    };
+    let lp = rt.pick_loop().clone();
+    let inner = ConnInner::new(
+        rt.clone(),
+        lp.clone(),
+        Some(fd),
+        raw,
+        kind,
+        Arc::new(Unset),
+        peer,
+        local,
+        None,
+        EV_OPEN,
+    );
+    prepare(&Conn {
+        inner: inner.clone(),
+    });
+    lp.send(Command::Register(raw, inner));
+    Ok(())
 }
 
 /// Accepts connections on one listening socket (runs on its loop).

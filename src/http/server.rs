@@ -458,7 +458,11 @@ where
         if let Some(take) = st.switch.as_ref().and_then(|s| s.take()) {
             drop(st);
             let conn = conn.clone();
-            return take(super::switch::Switched { conn, read });
+            return take(super::switch::Switched {
+                conn,
+                read,
+                in_round: true,
+            });
         }
         let _ = (st, read);
         conn.close();

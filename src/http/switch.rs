@@ -32,4 +32,7 @@ pub(crate) struct Switched {
     pub conn: Conn,
     /// Bytes that came after the upgrade request: the new protocol's first.
     pub read: Vec<u8>,
+    /// Whether this runs in the connection's round (the bytes can be handled now); if
+    /// not, the connection is not registered yet and its `on_open` comes first.
+    pub in_round: bool,
 }

@@ -41,6 +41,8 @@ where
 {
     let svc = HyperService {
         inner: Arc::new(Mutex::new(svc)),
+        #[cfg(feature = "ws")]
+        rt: conn.inner.rt.clone(),
     };
     let prefix = Bytes::from(prefix);
     conn.detach(Box::new(move |socket| match socket.and_then(adopt) {
@@ -50,8 +52,38 @@ where
 }
 
 /// A stream hyper can serve.
-trait HyperIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send {}
-impl<T: hyper::rt::Read + hyper::rt::Write + Unpin + Send> HyperIo for T {}
+trait HyperIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send {
+    /// The socket back, for a protocol fibr runs itself after hyper's `101`.
+    #[cfg(feature = "ws")]
+    fn into_socket(self: Box<Self>) -> Option<DetachedSocket>;
+}
+
+/// The socket types hyper is given, and how each gives its socket back.
+macro_rules! hyper_io {
+    ($ty:ty, $variant:ident, |$s:ident| $fd:expr) => {
+        impl HyperIo for $ty {
+            #[cfg(feature = "ws")]
+            fn into_socket(self: Box<Self>) -> Option<DetachedSocket> {
+                let $s = *self;
+                $fd.ok().map(DetachedSocket::$variant)
+            }
+        }
+    };
+}
+#[cfg(not(feature = "tokio"))]
+hyper_io!(TcpStream, Tcp, |s| s.into_fd());
+#[cfg(not(feature = "tokio"))]
+hyper_io!(UnixStream, Unix, |s| s.into_fd());
+#[cfg(feature = "tokio")]
+hyper_io!(crate::net::TokioIo<tokio::net::TcpStream>, Tcp, |s| s
+    .into_inner()
+    .into_std()
+    .map(std::os::fd::OwnedFd::from));
+#[cfg(feature = "tokio")]
+hyper_io!(crate::net::TokioIo<tokio::net::UnixStream>, Unix, |s| s
+    .into_inner()
+    .into_std()
+    .map(std::os::fd::OwnedFd::from));
 
 type Io = Box<dyn HyperIo>;
 type Spawn = fn(Pin<Box<dyn Future<Output = ()> + Send>>);
@@ -108,6 +140,9 @@ where
 /// A tower service as hyper's `Service` (which takes `&self`).
 struct HyperService<S> {
     inner: Arc<Mutex<S>>,
+    /// Where a WebSocket that fibr runs goes after hyper's `101`.
+    #[cfg(feature = "ws")]
+    rt: Arc<crate::runtime::Runtime>,
 }
 
 type Answer = Response<UnsyncBoxBody<Bytes, BoxError>>;
@@ -127,7 +162,10 @@ where
     type Future = BoxFuture;
 
     fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
-        let req = req.map(Incoming::from_hyper);
+        #[allow(unused_mut)]
+        let mut req = req.map(Incoming::from_hyper);
+        #[cfg(feature = "ws")]
+        let switch = switch_back::offer(&mut req, &self.rt);
         let mut svc = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let called = catch_unwind(AssertUnwindSafe(|| {
             let mut cx = Context::from_waker(Waker::noop());
@@ -147,7 +185,14 @@ where
                 Err(_) => return Ok(panic_response()),
             };
             match futures_catch(fut).await {
-                Ok(Ok(resp)) => Ok(resp.map(|body| {
+                Ok(Ok(resp)) => Ok({
+                    #[cfg(feature = "ws")]
+                    if let Some(switch) = switch {
+                        switch.answered(resp.status());
+                    }
+                    resp
+                }
+                .map(|body| {
                     body.map_frame(|f| f.map_data(|mut d| d.copy_to_bytes(d.remaining())))
                         .map_err(Into::into)
                         .boxed_unsync()
@@ -233,5 +278,75 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Rewind<T> {
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A request hyper answers may still become one of fibr's own WebSockets (`fibr::ws`):
+/// it gets an `OnSwitch` too, and if the service claims it and answers `101`, the socket
+/// comes back from hyper once the `101` is written and goes on fibr's loops as a
+/// connection again.
+#[cfg(feature = "ws")]
+mod switch_back {
+    use super::{Io, Rewind};
+    use crate::http::switch::{OnSwitch, Switched};
+    use crate::runtime::Runtime;
+    use http::{Request, StatusCode};
+    use std::sync::Arc;
+
+    pub(super) struct Offer {
+        switch: OnSwitch,
+        on_upgrade: hyper::upgrade::OnUpgrade,
+        rt: Arc<Runtime>,
+    }
+
+    /// Offers `req` a switch, if hyper can upgrade it.
+    pub(super) fn offer<B>(req: &mut Request<B>, rt: &Arc<Runtime>) -> Option<Offer> {
+        let on_upgrade = req.extensions().get::<hyper::upgrade::OnUpgrade>()?.clone();
+        let switch = OnSwitch::default();
+        req.extensions_mut().insert(switch.clone());
+        Some(Offer {
+            switch,
+            on_upgrade,
+            rt: rt.clone(),
+        })
+    }
+
+    impl Offer {
+        /// The service answered: a claimed `101` takes the socket back from hyper.
+        pub(super) fn answered(self, status: StatusCode) {
+            if status != StatusCode::SWITCHING_PROTOCOLS {
+                return;
+            }
+            let Some(take) = self.switch.take() else {
+                return;
+            };
+            let Offer { on_upgrade, rt, .. } = self;
+            let pool = rt.pool.clone();
+            drop(crate::exec::spawn_on(&pool, async move {
+                let upgraded = match on_upgrade.await {
+                    Ok(u) => u,
+                    Err(e) => return tracing::debug!(error = %e, "the upgrade failed"),
+                };
+                let Ok(parts) = upgraded.downcast::<Rewind<Io>>() else {
+                    return tracing::warn!("hyper's upgraded stream is not the one fibr gave it");
+                };
+                let Rewind { prefix, inner } = parts.io;
+                let mut read = prefix.to_vec();
+                read.extend_from_slice(&parts.read_buf);
+                let Some(socket) = inner.into_socket() else {
+                    return tracing::warn!("could not take the socket back from hyper");
+                };
+                let adopted = crate::conn::adopt(&rt, socket, move |conn| {
+                    take(Switched {
+                        conn: conn.clone(),
+                        read,
+                        in_round: false,
+                    })
+                });
+                if let Err(e) = adopted {
+                    tracing::warn!(error = %e, "could not put the WebSocket on fibr's loops");
+                }
+            }));
+        }
     }
 }

@@ -172,6 +172,11 @@ impl<T> TokioIo<T> {
     pub(crate) fn new(inner: T) -> TokioIo<T> {
         TokioIo(inner)
     }
+
+    #[cfg(feature = "ws")]
+    pub(crate) fn into_inner(self) -> T {
+        self.0
+    }
 }
 
 #[cfg(all(feature = "hyper", feature = "tokio"))]

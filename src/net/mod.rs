@@ -233,6 +233,12 @@ impl TcpStream {
         })
     }
 
+    /// The descriptor back from the loops (a WebSocket fibr runs after hyper's `101`).
+    #[cfg(all(feature = "hyper", feature = "ws", not(feature = "tokio")))]
+    pub(crate) fn into_fd(self) -> io::Result<OwnedFd> {
+        Ok(self.reg.into_fd()?.0)
+    }
+
     /// Adopts a connected std stream (made non-blocking here).
     pub fn from_std(stream: std::net::TcpStream) -> io::Result<TcpStream> {
         stream.set_nonblocking(true)?;
@@ -338,6 +344,12 @@ impl UnixStream {
         Ok(UnixStream {
             reg: Registration::new(fd)?,
         })
+    }
+
+    /// The descriptor back from the loops (a WebSocket fibr runs after hyper's `101`).
+    #[cfg(all(feature = "hyper", feature = "ws", not(feature = "tokio")))]
+    pub(crate) fn into_fd(self) -> io::Result<OwnedFd> {
+        Ok(self.reg.into_fd()?.0)
     }
 
     /// Adopts a connected std stream.

@@ -90,8 +90,8 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
     type Rejection = WebSocketUpgradeRejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let upgrade =
-            Upgrade::from_request(&parts.method, parts.version, &parts.headers, &mut parts.extensions)?;
+        let switch = parts.extensions.remove();
+        let upgrade = Upgrade::from_request(&parts.method, parts.version, &parts.headers, switch)?;
         Ok(WebSocketUpgrade { upgrade })
     }
 }

@@ -61,8 +61,10 @@ impl WebSocketUpgradeRejection {
         *res.status_mut() = self.status();
         if self == Self::InvalidWebSocketVersionHeader {
             // RFC 6455 §4.4: say which version is spoken.
-            res.headers_mut()
-                .insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+            res.headers_mut().insert(
+                header::SEC_WEBSOCKET_VERSION,
+                HeaderValue::from_static("13"),
+            );
         }
         res
     }
@@ -72,7 +74,9 @@ impl WebSocketUpgradeRejection {
             Self::MethodNotGet => "Request method must be `GET`",
             Self::InvalidConnectionHeader => "Connection header did not include 'upgrade'",
             Self::InvalidUpgradeHeader => "`Upgrade` header did not include 'websocket'",
-            Self::InvalidWebSocketVersionHeader => "`Sec-WebSocket-Version` header did not include '13'",
+            Self::InvalidWebSocketVersionHeader => {
+                "`Sec-WebSocket-Version` header did not include '13'"
+            }
             Self::WebSocketKeyHeaderMissing => "`Sec-WebSocket-Key` header missing",
             Self::ConnectionNotUpgradable => {
                 "WebSocket request couldn't be upgraded since no upgrade state was present"
@@ -177,9 +181,15 @@ mod tests {
 
     fn upgrade_headers() -> HeaderMap {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, Upgrade"));
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, Upgrade"),
+        );
         h.insert(header::UPGRADE, HeaderValue::from_static("WebSocket"));
-        h.insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+        h.insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
         h.insert(
             header::SEC_WEBSOCKET_KEY,
             HeaderValue::from_static("dGhlIHNhbXBsZSBub25jZQ=="),
@@ -205,10 +215,22 @@ mod tests {
             Err(R::MethodNotGet)
         );
         let cases: [(HeaderName, Option<&'static str>, R); 4] = [
-            (header::CONNECTION, Some("keep-alive"), R::InvalidConnectionHeader),
+            (
+                header::CONNECTION,
+                Some("keep-alive"),
+                R::InvalidConnectionHeader,
+            ),
             (header::UPGRADE, Some("h2c"), R::InvalidUpgradeHeader),
-            (header::SEC_WEBSOCKET_VERSION, Some("8"), R::InvalidWebSocketVersionHeader),
-            (header::SEC_WEBSOCKET_KEY, None, R::WebSocketKeyHeaderMissing),
+            (
+                header::SEC_WEBSOCKET_VERSION,
+                Some("8"),
+                R::InvalidWebSocketVersionHeader,
+            ),
+            (
+                header::SEC_WEBSOCKET_KEY,
+                None,
+                R::WebSocketKeyHeaderMissing,
+            ),
         ];
         for (name, value, want) in cases {
             let mut h = upgrade_headers();
@@ -225,8 +247,14 @@ mod tests {
     #[test]
     fn protocols_are_read_from_every_line_in_order() {
         let mut h = HeaderMap::new();
-        h.append(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static("a, b"));
-        h.append(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static("c"));
+        h.append(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("a, b"),
+        );
+        h.append(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static("c"),
+        );
         assert_eq!(offered_protocols(&h).collect::<Vec<_>>(), ["a", "b", "c"]);
     }
 }

@@ -11,6 +11,7 @@
 use super::message::Message;
 use super::proto::{self, Machine, Role, State};
 use super::{Config, Error};
+use crate::http::switch::Switched;
 use crate::{Conn, Handler};
 use bytes::Bytes;
 use http::HeaderValue;
@@ -44,6 +45,10 @@ struct Inner {
     end: End,
     /// Reads are held because the inbox is full.
     holding: bool,
+    /// The close frame owed for a protocol error, sent after the application's turn so
+    /// that its answers to the messages before the error go first (Autobahn's strict
+    /// order).
+    failing: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +99,9 @@ impl Shared {
                 *bytes += payload_len(&m);
                 inbox.push_back(m);
             });
-            if !out.is_empty() {
+            if r.is_err() {
+                inner.failing = Some(out.clone());
+            } else if !out.is_empty() {
                 let _ = self.conn.send(out);
             }
             r
@@ -103,7 +110,6 @@ impl Shared {
             Err(e) => {
                 tracing::debug!(error = %e, "WebSocket protocol error");
                 inner.end = End::Failed(Error::protocol(e));
-                self.conn.close();
             }
             Ok(()) => self.close_if_done(inner),
         }
@@ -149,6 +155,16 @@ impl Shared {
             .collect()
     }
 
+    /// After a protocol error, once the application had its turn: the close frame, then
+    /// the end of the connection.
+    fn finish_failing(&self) {
+        let Some(close) = self.lock().failing.take() else {
+            return;
+        };
+        let _ = self.conn.send(&close);
+        self.conn.close();
+    }
+
     fn wake_writer(&self) -> Option<Waker> {
         self.lock().writer.take()
     }
@@ -176,7 +192,7 @@ impl Shared {
 
     fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         let mut inner = self.lock();
-        if let End::Failed(e) = &inner.end {
+        if let (End::Failed(e), None) = (&inner.end, &inner.failing) {
             return Poll::Ready(Err(e.clone()));
         }
         if !self.conn.is_open() {
@@ -193,7 +209,7 @@ impl Shared {
 
     fn send(&self, msg: Message) -> Result<(), Error> {
         let mut inner = self.lock();
-        if let End::Failed(e) = &inner.end {
+        if let (End::Failed(e), None) = (&inner.end, &inner.failing) {
             return Err(e.clone());
         }
         let msg = proto::Message::from(msg);
@@ -304,12 +320,25 @@ struct Driven {
     shared: Arc<Shared>,
     task: Option<Task>,
     waker: Waker,
+    /// The bytes after the handshake, for `on_open` (a connection not yet registered).
+    first: Vec<u8>,
 }
 
 /// The connection's handler once it speaks WebSocket (its state is the context).
 pub(crate) struct WsHandler;
 
 impl Driven {
+    /// Bytes from the peer, then the application's turn.
+    fn receive(&mut self, data: &[u8]) {
+        if !data.is_empty() {
+            if let Some(w) = self.shared.receive(data, &self.waker) {
+                w.wake();
+            }
+        }
+        self.poll_task();
+        self.shared.finish_failing();
+    }
+
     /// Polls the application's task (in the connection's round, so what it sends joins
     /// the round's write).
     fn poll_task(&mut self) {
@@ -340,16 +369,14 @@ fn with_driven(conn: &Conn, f: impl FnOnce(&mut Driven)) {
 impl Handler for WsHandler {
     fn on_open(&self, conn: &Conn) {
         // An adopted connection: its first bytes were set aside before it was registered.
-        self.on_wake(conn);
+        with_driven(conn, |d| {
+            let first = std::mem::take(&mut d.first);
+            d.receive(&first);
+        });
     }
 
     fn on_data(&self, conn: &Conn, data: &[u8]) {
-        with_driven(conn, |d| {
-            if let Some(w) = d.shared.receive(data, &d.waker) {
-                w.wake();
-            }
-            d.poll_task();
-        });
+        with_driven(conn, |d| d.receive(data));
     }
 
     fn on_eof(&self, conn: &Conn) {
@@ -381,15 +408,13 @@ impl Handler for WsHandler {
             }
             d.poll_task();
         });
-        conn.close();
     }
 }
 
-/// Puts a WebSocket on `conn` (in its round, or before it is registered): `read` holds
-/// the bytes that came after the handshake; `task` gets the socket.
+/// Puts a WebSocket on the switched connection (in its round, or before it is
+/// registered); `task` gets the socket.
 pub(crate) fn start<F, Fut>(
-    conn: &Conn,
-    read: &[u8],
+    sw: Switched,
     role: Role,
     config: &Config,
     machine: Machine,
@@ -399,6 +424,12 @@ pub(crate) fn start<F, Fut>(
     F: FnOnce(WebSocket) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    let Switched {
+        conn,
+        read,
+        in_round,
+    } = sw;
+    let conn = &conn;
     let shared = Arc::new(Shared {
         conn: conn.clone(),
         role,
@@ -412,6 +443,7 @@ pub(crate) fn start<F, Fut>(
             writer: None,
             end: End::Open,
             holding: false,
+            failing: None,
         }),
     });
     let socket = WebSocket {
@@ -422,11 +454,10 @@ pub(crate) fn start<F, Fut>(
         shared,
         task: Some(Box::pin(task(socket))),
         waker: conn.waker(),
+        first: if in_round { Vec::new() } else { read.clone() },
     });
     conn.set_handler(WsHandler);
-    if read.is_empty() {
-        WsHandler.on_wake(conn);
-    } else {
-        WsHandler.on_data(conn, read);
+    if in_round {
+        WsHandler.on_data(conn, &read);
     }
 }

@@ -43,21 +43,20 @@ pub struct Upgrade {
 /// Checks that `req` asks for a WebSocket (RFC 6455 §4.2.1) and came through a fibr
 /// server that can switch its connection.
 pub fn upgrade<B>(req: &mut Request<B>) -> Result<Upgrade, WebSocketUpgradeRejection> {
-    let (method, version) = (req.method().clone(), req.version());
-    Upgrade::from_request(&method, version, req.headers(), req.extensions_mut())
+    let switch = req.extensions_mut().remove::<OnSwitch>();
+    Upgrade::from_request(req.method(), req.version(), req.headers(), switch)
 }
 
 impl Upgrade {
+    /// `switch`: the request's [`OnSwitch`], taken out of its extensions.
     pub(crate) fn from_request(
         method: &http::Method,
         version: http::Version,
         headers: &HeaderMap,
-        extensions: &mut http::Extensions,
+        switch: Option<OnSwitch>,
     ) -> Result<Upgrade, WebSocketUpgradeRejection> {
         let key = handshake::check_request(method, version, headers)?;
-        let switch = extensions
-            .remove::<OnSwitch>()
-            .ok_or(WebSocketUpgradeRejection::ConnectionNotUpgradable)?;
+        let switch = switch.ok_or(WebSocketUpgradeRejection::ConnectionNotUpgradable)?;
         Ok(Upgrade {
             key,
             protocols: handshake::offered_protocols(headers)
@@ -133,7 +132,8 @@ impl Upgrade {
             .as_ref()
             .and_then(|cfg| negotiate_server(self.extensions.iter().map(String::as_str), cfg));
         let response_ext = deflate.as_ref().map(|(_, header)| header.clone());
-        let res = handshake::switching_response(&self.key, self.protocol.as_ref(), response_ext, body);
+        let res =
+            handshake::switching_response(&self.key, self.protocol.as_ref(), response_ext, body);
         let claim = Claim {
             config: self.config.clone(),
             protocol: self.protocol.clone(),
@@ -180,8 +180,7 @@ impl Claim {
             .map(|p| PerMessageDeflate::new(Role::Server, p, level));
         let machine = Machine::new(Role::Server, self.config.limits(), deflate, 0);
         socket::start(
-            &sw.conn,
-            &sw.read,
+            sw,
             Role::Server,
             &self.config,
             machine,
