@@ -5,6 +5,7 @@
 pub(crate) mod deflate;
 
 /// Which end of the connection this is.
+#[allow(dead_code)] // until the machine lands
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     Server,
