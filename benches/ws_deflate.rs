@@ -4,6 +4,8 @@
 //! `cargo bench --bench ws_deflate --features ws` measures the backend in Cargo.toml
 //! (zlib-rs); `--features ws,flate2/zlib` or `ws,flate2/zlib-ng` switch flate2 to a C zlib
 //! (flate2 prefers those over zlib-rs). Pin it: `taskset -c 1 cargo bench ...`.
+//! (The table in deflate.rs ran this file as a lone crate on flate2 with each backend's
+//! feature; for miniz_oxide, which has no window bits, without the block marked for them.)
 //!
 //! It drives flate2 directly, the way `PerMessageDeflate` does (raw deflate, a sync flush
 //! per message, the 00 00 ff ff tail cut and put back), with three messages: 64 B and

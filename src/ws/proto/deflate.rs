@@ -36,8 +36,9 @@
 //!   matcher never looks further back than `window - 262` bytes (`MAX_DIST`, room for a
 //!   lookahead of one longest match), which is 250 for a 9-bit window, below the 256 an
 //!   8-bit inflater can reach. zlib-rs keeps zlib's `max_dist` in every strategy. A test
-//!   inflates our 9-bit output with Python's zlib at `wbits=-8` (which fails on any distance
-//!   past 256), so a backend that matched further would be caught. Declining instead would
+//!   inflates our 9-bit output with Python's zlib at `wbits=-8`, one output byte per call so
+//!   that it checks every distance against the 256-byte window, so a backend that matched
+//!   further would be caught. Declining instead would
 //!   turn the Autobahn cases that offer 8 (13.3.*, 13.5.*, the first offer of 13.7.*) into
 //!   "unimplemented".
 //! - **Decompressing** what a peer sent with an 8-bit window: we inflate with 9 bits, which
