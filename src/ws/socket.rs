@@ -221,10 +221,13 @@ impl Shared {
         Ok(())
     }
 
-    /// The handle was dropped: a socket still open is closed (normal closure).
+    /// The handle was dropped: a socket still open is closed (normal closure; after a
+    /// protocol error, with the close it owes).
     fn abandon(&self) {
         let mut inner = self.lock();
-        if inner.machine.state() == State::Open {
+        if let Some(close) = inner.failing.take() {
+            let _ = self.conn.send(&close);
+        } else if inner.machine.state() == State::Open {
             let close = proto::Message::Close(Some(proto::CloseFrame {
                 code: super::close_code::NORMAL,
                 reason: Bytes::new(),

@@ -1,0 +1,286 @@
+//! fibr's own WebSocket (`fibr::ws`) against peers we did not write, over 127.0.0.1:
+//! tungstenite (plain and over rustls: `wss://`, where the socket stays under fibr's TLS),
+//! Python's `websockets` (with permessage-deflate), and a hand-written client for what
+//! libraries will not send. axum's own extractor keeps working on the same server.
+
+#![cfg(all(feature = "ws", feature = "axum"))]
+
+mod common;
+
+use axum::routing::get;
+use axum::Router;
+use common::bounded;
+use fibr::net::TcpListener;
+use fibr::ws::{close_code, CloseFrame, DeflateConfig, Message, WebSocket, WebSocketUpgrade};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+use tungstenite::protocol::frame::coding::CloseCode as TCloseCode;
+use tungstenite::Message as TMessage;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Every text and binary message back; a text "close" closes with 4000 "bye".
+async fn echo(mut socket: WebSocket) {
+    while let Some(Ok(msg)) = socket.recv().await {
+        let reply = match msg {
+            Message::Text(t) if t == "close" => Message::Close(Some(CloseFrame {
+                code: 4000,
+                reason: "bye".into(),
+            })),
+            Message::Text(_) | Message::Binary(_) => msg,
+            _ => continue,
+        };
+        if socket.send(reply).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// axum's own echo, on the same server.
+async fn axum_echo(mut socket: axum::extract::ws::WebSocket) {
+    while let Some(Ok(msg)) = socket.recv().await {
+        if let axum::extract::ws::Message::Text(_) = msg {
+            if socket.send(msg).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn app() -> Router {
+    Router::new()
+        .route(
+            "/ws",
+            get(|ws: WebSocketUpgrade| async move {
+                ws.protocols(["chat", "superchat"])
+                    .deflate(DeflateConfig::default())
+                    .max_message_size(1 << 20)
+                    .on_upgrade(echo)
+            }),
+        )
+        .route(
+            "/protocol",
+            get(|ws: WebSocketUpgrade| async move {
+                ws.protocols(["superchat"])
+                    .on_upgrade(|mut s: WebSocket| async move {
+                        let p = s.protocol().map(|p| p.to_str().unwrap().to_owned());
+                        let _ = s.send(Message::text(p.unwrap_or_default())).await;
+                    })
+            }),
+        )
+        .route(
+            "/axum",
+            get(|ws: axum::extract::ws::WebSocketUpgrade| async move { ws.on_upgrade(axum_echo) }),
+        )
+}
+
+fn start() -> SocketAddr {
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    drop(fibr::spawn(async move {
+        if let Err(e) = fibr::serve(listener, app()).await {
+            eprintln!("serve failed: {e}");
+        }
+    }));
+    addr
+}
+
+fn connect(addr: SocketAddr, path: &str) -> tungstenite::WebSocket<TcpStream> {
+    let s = common::connect(addr);
+    s.set_read_timeout(Some(LIMIT)).unwrap();
+    let (ws, res) = tungstenite::client(format!("ws://{addr}{path}"), s).expect("handshake");
+    assert_eq!(res.status(), 101);
+    ws
+}
+
+/// The echo of every message kind, a ping's pong, and the close handshake with the
+/// server's code, as tungstenite sees them.
+fn exchange<S: Read + Write>(ws: &mut tungstenite::WebSocket<S>) {
+    ws.send(TMessage::text("hello")).unwrap();
+    assert_eq!(ws.read().unwrap(), TMessage::text("hello"));
+    let big = vec![7u8; 300_000];
+    ws.send(TMessage::binary(big.clone())).unwrap();
+    assert_eq!(ws.read().unwrap(), TMessage::binary(big));
+    ws.send(TMessage::Ping(b"p".to_vec().into())).unwrap();
+    assert_eq!(ws.read().unwrap(), TMessage::Pong(b"p".to_vec().into()));
+    ws.send(TMessage::text("close")).unwrap();
+    match ws.read().unwrap() {
+        TMessage::Close(Some(f)) => {
+            assert_eq!(f.code, TCloseCode::from(4000));
+            assert_eq!(f.reason.as_str(), "bye");
+        }
+        other => panic!("expected the server's close, got {other:?}"),
+    }
+    match ws.read() {
+        Err(tungstenite::Error::ConnectionClosed) => {}
+        other => panic!("expected the end of the connection, got {other:?}"),
+    }
+}
+
+#[test]
+fn tungstenite_talks_to_fibrs_websocket() {
+    let addr = start();
+    bounded(LIMIT, move || exchange(&mut connect(addr, "/ws")));
+}
+
+#[test]
+fn the_first_subprotocol_the_client_offers_that_the_server_speaks_is_chosen() {
+    let addr = start();
+    bounded(LIMIT, move || {
+        let s = common::connect(addr);
+        let mut req = tungstenite::client::IntoClientRequest::into_client_request(format!(
+            "ws://{addr}/protocol"
+        ))
+        .unwrap();
+        req.headers_mut()
+            .insert("sec-websocket-protocol", "chat, superchat".parse().unwrap());
+        let (mut ws, res) = tungstenite::client(req, s).unwrap();
+        assert_eq!(res.headers()["sec-websocket-protocol"], "superchat");
+        assert_eq!(ws.read().unwrap(), TMessage::text("superchat"));
+    });
+}
+
+#[test]
+fn axums_own_extractor_still_works_beside_fibrs() {
+    let addr = start();
+    bounded(LIMIT, move || {
+        let mut ws = connect(addr, "/axum");
+        ws.send(TMessage::text("via hyper")).unwrap();
+        assert_eq!(ws.read().unwrap(), TMessage::text("via hyper"));
+    });
+}
+
+#[test]
+fn a_message_over_the_limit_is_closed_with_1009() {
+    let addr = start();
+    bounded(LIMIT, move || {
+        let mut ws = connect(addr, "/ws");
+        ws.send(TMessage::binary(vec![0u8; 1 << 20])).unwrap();
+        assert_eq!(ws.read().unwrap().len(), 1 << 20, "at the limit: echoed");
+        ws.send(TMessage::binary(vec![0u8; (1 << 20) + 1])).unwrap();
+        match ws.read() {
+            Ok(TMessage::Close(Some(f))) => assert_eq!(f.code, TCloseCode::Size),
+            other => panic!("expected a close with 1009, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn an_unmasked_client_frame_is_a_protocol_error() {
+    let addr = start();
+    bounded(LIMIT, move || {
+        let mut s = common::connect(addr);
+        s.set_read_timeout(Some(LIMIT)).unwrap();
+        s.write_all(
+            b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n\
+              \x81\x02hi",
+        )
+        .unwrap();
+        let (got, _) = common::read_to_eof(&mut s);
+        let head_end = common::find(&got, b"\r\n\r\n").expect("a response head") + 4;
+        let head = String::from_utf8_lossy(&got[..head_end]);
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        assert!(head.contains("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "{head}");
+        let close = &got[head_end..];
+        assert_eq!(
+            &close[..2],
+            [0x88, 0x02],
+            "one unmasked close frame: {close:?}"
+        );
+        assert_eq!(
+            u16::from_be_bytes([close[2], close[3]]),
+            close_code::PROTOCOL
+        );
+    });
+}
+
+#[test]
+fn a_request_that_is_not_an_upgrade_is_rejected_as_axum_does() {
+    let addr = start();
+    bounded(LIMIT, move || {
+        let mut s = common::connect(addr);
+        s.write_all(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let (got, _) = common::read_to_eof(&mut s);
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+        assert!(
+            text.contains("Connection header did not include 'upgrade'"),
+            "{text}"
+        );
+    });
+}
+
+/// Python's `websockets` client, with and without permessage-deflate: a compressible
+/// message must come back intact, and the extension must have been agreed.
+#[test]
+fn python_websockets_with_and_without_deflate() {
+    let probe = Command::new("python3")
+        .args(["-c", "import websockets"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP: python3 with websockets is not installed (.ci/run installs it)");
+        return;
+    }
+    let addr = start();
+    let script = r#"
+import asyncio, sys, websockets
+async def main(url):
+    for comp in (None, "deflate"):
+        async with websockets.connect(url, compression=comp, max_size=None) as ws:
+            ext = ws.response.headers.get("Sec-WebSocket-Extensions")
+            assert (ext is not None) == (comp is not None), ext
+            text = "fibr " * 20000
+            await ws.send(text)
+            assert await ws.recv() == text
+            await ws.send(bytes(range(256)) * 100)
+            assert await ws.recv() == bytes(range(256)) * 100
+        assert ws.close_code == 1000, ws.close_code
+    print("ok")
+asyncio.run(main(sys.argv[1]))
+"#;
+    let out = Command::new("timeout")
+        .args(["30", "python3", "-c", script, &format!("ws://{addr}/ws")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && out.stdout.starts_with(b"ok"),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn wss_stays_under_fibrs_tls() {
+    use common::pki::Pki;
+    use fibr::tls::rustls;
+    use std::sync::Arc;
+    let pki = Pki::new();
+    let leaf = pki.server(&["localhost"]);
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let tls = Arc::new(pki.server_config(&leaf));
+    drop(fibr::spawn(async move {
+        let _ = fibr::serve(listener, app()).with_tls(tls).await;
+    }));
+    let client = Arc::new(pki.client_config());
+    bounded(LIMIT, move || {
+        let tcp = common::connect(addr);
+        tcp.set_read_timeout(Some(LIMIT)).unwrap();
+        let conn = rustls::ClientConnection::new(
+            client,
+            rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+        )
+        .unwrap();
+        let stream = rustls::StreamOwned::new(conn, tcp);
+        let (mut ws, res) =
+            tungstenite::client("wss://localhost/ws", stream).expect("handshake over TLS");
+        assert_eq!(res.status(), 101);
+        exchange(&mut ws);
+    });
+}
