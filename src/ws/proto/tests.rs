@@ -449,6 +449,16 @@ fn frame_size_limit_is_exact_and_checked_before_allocating() {
 }
 
 #[test]
+fn message_limit_is_checked_before_allocating_too() {
+    // No frame limit to speak of: a 1 TiB header must fail on the message limit, not
+    // try to allocate.
+    let mut huge = vec![0x82, 0xff, 0, 0, 1, 0, 0, 0, 0, 0];
+    huge.extend_from_slice(&K);
+    let limits = small(usize::MAX, 100);
+    expect_fail(&mut with_limits(Role::Server, limits), &huge, 1009);
+}
+
+#[test]
 fn message_size_limit_is_exact_across_fragments() {
     let mut wire = cf(2, &[1; 60]);
     wire.extend(cf(FIN, &[2; 40]));
