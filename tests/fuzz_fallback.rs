@@ -1321,3 +1321,103 @@ fn server_conn_mutated_and_random_input_never_panics() {
         })
         .unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// WebSocket: the machine (`ws_frames`, checks in `fibr::ws::fuzzing`), with `--features ws`
+// ---------------------------------------------------------------------------------------
+
+#[cfg(feature = "ws")]
+mod ws_frames {
+    use super::{config, corpus};
+    use fibr::ws::fuzzing::check_input;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use proptest::test_runner::TestRunner;
+
+    /// A masked client frame, built by hand.
+    fn masked(b0: u8, payload: &[u8], key: [u8; 4]) -> Vec<u8> {
+        let mut v = vec![b0];
+        let n = payload.len();
+        if n < 126 {
+            v.push(0x80 | n as u8);
+        } else {
+            v.push(0x80 | 126);
+            v.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        v.extend_from_slice(&key);
+        v.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+        v
+    }
+
+    #[test]
+    fn ws_frames_seeds() {
+        for (name, data) in corpus("ws_frames") {
+            eprintln!("{name}");
+            check_input(&data);
+        }
+    }
+
+    #[test]
+    fn ws_frames_random_input() {
+        let mut runner = TestRunner::new(config(300));
+        runner
+            .run(&vec(any::<u8>(), 0..400), |data| {
+                check_input(&data);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// Client frames (any opcode and bits, text cut anywhere), then bytes flipped: the
+    /// server's machine answers the same however the input is split.
+    #[test]
+    fn ws_frames_mutated_client_frames() {
+        let frame = (any::<u8>(), vec(any::<u8>(), 0..200), any::<[u8; 4]>());
+        let mut runner = TestRunner::new(config(300));
+        runner
+            .run(
+                &(
+                    0u8..16,
+                    any::<u16>(),
+                    vec(frame, 1..6),
+                    vec((any::<usize>(), any::<u8>()), 0..3),
+                ),
+                |(flags, split, frames, flips)| {
+                    let mut data = vec![flags & !1, split as u8, (split >> 8) as u8];
+                    for (b0, payload, key) in frames {
+                        // Mostly well-formed: FIN and a known opcode, RSV clear.
+                        let b0 = if b0 & 1 == 0 {
+                            0x80 | [1, 2, 0, 9, 10, 8][usize::from(b0 >> 1) % 6]
+                        } else {
+                            b0
+                        };
+                        data.extend(masked(b0, &payload, key));
+                    }
+                    for (at, x) in flips {
+                        let n = data.len() - 3;
+                        data[3 + at % n] ^= x;
+                    }
+                    check_input(&data);
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn ws_frames_round_trip() {
+        let mut runner = TestRunner::new(config(200));
+        runner
+            .run(
+                &(any::<bool>(), any::<u16>(), vec(any::<u8>(), 0..600)),
+                |(deflate, split, body)| {
+                    let mut data = vec![16 | if deflate { 2 } else { 0 }];
+                    data.extend_from_slice(&split.to_le_bytes());
+                    data.extend(body);
+                    check_input(&data);
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+}
