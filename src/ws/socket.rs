@@ -217,7 +217,9 @@ impl Shared {
             inner.machine.send(&msg, out).map_err(Error::protocol)?;
             self.conn.send(out).map_err(Error::io)
         })?;
-        self.close_if_done(&mut inner);
+        if inner.failing.is_none() {
+            self.close_if_done(&mut inner);
+        }
         Ok(())
     }
 

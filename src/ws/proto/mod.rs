@@ -168,9 +168,6 @@ pub struct Machine {
     msg: Option<Assembly>,
     /// The control frame being read (≤ 125 bytes, inline: no heap for Pings).
     control: [u8; MAX_CONTROL],
-    /// The last Ping of this `receive` call, answered at its end (RFC 6455 §5.5.3).
-    pong: [u8; MAX_CONTROL],
-    pong_len: Option<u8>,
 }
 
 impl fmt::Debug for Machine {
@@ -210,13 +207,17 @@ impl Machine {
             frame: None,
             msg: None,
             control: [0; MAX_CONTROL],
-            pong: [0; MAX_CONTROL],
-            pong_len: None,
         }
     }
 
+    /// `Closed` once failed too, though `send` still works then: the driver sends the
+    /// application's answers to the messages before the error ahead of the Close.
     pub fn state(&self) -> State {
-        self.state
+        if self.failed {
+            State::Closed
+        } else {
+            self.state
+        }
     }
 
     /// Heap held now (the message being assembled, deflate state): 0 between messages
@@ -228,9 +229,10 @@ impl Machine {
 
     /// Takes bytes read from the peer, split anywhere. Calls `deliver` for every complete
     /// data message and every control frame, in order, and writes into `out` what the
-    /// protocol owes by itself: a Pong for the last Ping of the call (if `auto_pong`), the
-    /// Close reply. On bad input returns the error having written a Close with its code;
-    /// after an error or once closed, input is ignored.
+    /// protocol owes by itself: a Pong for every Ping (if `auto_pong`), the Close reply. On
+    /// bad input returns the error having written a Close with its code; after an error or
+    /// once closed, input is ignored (and the driver ends the connection once the
+    /// application had its turn).
     pub fn receive(
         &mut self,
         data: &[u8],
@@ -241,18 +243,15 @@ impl Machine {
             return Ok(());
         }
         match self.receive_frames(data, out, deliver) {
-            Ok(()) => {
-                self.flush_pong(out);
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(e) => {
-                self.pong_len = None;
                 if matches!(self.state, State::Open | State::CloseReceived) {
                     let code = e.close_code().to_be_bytes();
                     self.write_frame(OP_CLOSE, &code, out);
                 }
+                // The state stays: the driver may still send the application's answers
+                // to the messages before the error, ahead of the Close in `out`.
                 self.failed = true;
-                self.state = State::Closed;
                 self.frame = None;
                 self.msg = None;
                 Err(e)
@@ -480,11 +479,13 @@ impl Machine {
         let payload = &self.control[..len];
         match opcode {
             OP_PING => {
-                if self.limits.auto_pong && self.state == State::Open {
-                    self.pong[..len].copy_from_slice(payload);
-                    self.pong_len = Some(len as u8);
-                }
                 deliver(Message::Ping(Bytes::copy_from_slice(payload)));
+                if self.limits.auto_pong && self.state == State::Open {
+                    // Every Ping gets its Pong (Autobahn 2.10 wants them all); a flood
+                    // is bounded by the connection's output, whose backlog holds reads.
+                    let ping = self.control;
+                    self.write_frame(OP_PONG, &ping[..len], out);
+                }
             }
             OP_PONG => deliver(Message::Pong(Bytes::copy_from_slice(payload))),
             _ => {
@@ -494,23 +495,12 @@ impl Machine {
                 self.msg = None;
                 deliver(Message::Close(frame));
                 if self.state == State::Open {
-                    // The owed Pong goes first: nothing may follow our Close.
-                    self.flush_pong(out);
                     self.write_frame(OP_CLOSE, reply.as_ref().map_or(&[][..], |c| c), out);
                 }
                 self.state = State::Closed;
             }
         }
         Ok(())
-    }
-
-    fn flush_pong(&mut self, out: &mut Vec<u8>) {
-        if let Some(len) = self.pong_len.take() {
-            if self.state == State::Open {
-                let pong = self.pong;
-                self.write_frame(OP_PONG, &pong[..usize::from(len)], out);
-            }
-        }
     }
 
     /// Encodes `msg` into `out` as one frame (masked for a client, compressed when deflate
