@@ -114,11 +114,9 @@ fn feed(flags: u8, pieces: &[&[u8]]) -> Run {
         };
         2 * l.max_message_size + l.max_frame_size
     };
-    let mut calls = 0;
     for p in pieces {
         let before = delivered.len();
         let r = m.receive(p, &mut out, &mut |msg| delivered.push(msg));
-        calls += 1;
         if result.is_ok() {
             result = r;
         } else {
