@@ -293,7 +293,10 @@ impl Builder {
     /// A client for `https` and `http` (feature `tls`): [`HttpsConnector`] over TCP.
     #[cfg(feature = "tls")]
     pub fn build_https(&self) -> Client<HttpsConnector> {
-        let config = self.tls.clone().unwrap_or_else(tls::default_config);
+        let config = self
+            .tls
+            .clone()
+            .unwrap_or_else(crate::tls::default_client_config);
         let connector = if self.http1_only && config.alpn_protocols.is_empty() {
             let mut c = Arc::unwrap_or_clone(config);
             c.alpn_protocols = vec![b"http/1.1".to_vec()];

@@ -14,7 +14,7 @@ use rustls::ClientConfig;
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Instant;
 
@@ -36,7 +36,7 @@ pub struct HttpsConnector<C = HttpConnector> {
 impl HttpsConnector {
     /// TCP underneath, the webpki roots.
     pub fn new() -> HttpsConnector {
-        HttpsConnector::with_config(default_config())
+        HttpsConnector::with_config(crate::tls::default_client_config())
     }
 
     /// TCP underneath, `config`'s roots and client certificate (a private CA, tests).
@@ -70,25 +70,6 @@ impl<C> std::fmt::Debug for HttpsConnector<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpsConnector").finish_non_exhaustive()
     }
-}
-
-/// The webpki roots on fibr's provider (`crate::tls::crypto_provider`), TLS 1.2 and 1.3,
-/// made once.
-pub(super) fn default_config() -> Arc<ClientConfig> {
-    static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            let config = ClientConfig::builder_with_provider(crate::tls::crypto_provider())
-                .with_safe_default_protocol_versions()
-                .expect("the provider supports TLS 1.2 and 1.3")
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            Arc::new(config)
-        })
-        .clone()
 }
 
 impl<C: Connector> Connector for HttpsConnector<C> {

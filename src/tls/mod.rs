@@ -204,6 +204,64 @@ impl Handler for TlsServer {
     }
 }
 
+/// The webpki roots on fibr's provider ([`crypto_provider`]), TLS 1.2 and 1.3, made once:
+/// what fibr's clients use unless given a config.
+#[cfg(any(feature = "client", feature = "ws"))]
+pub(crate) fn default_client_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            let config = rustls::ClientConfig::builder_with_provider(crypto_provider())
+                .with_safe_default_protocol_versions()
+                .expect("the provider supports TLS 1.2 and 1.3")
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            Arc::new(config)
+        })
+        .clone()
+}
+
+/// A dialed connection's client side of TLS: once connected it puts a client session on
+/// the connection as its layer, and `inner` gets `on_open` when the handshake is done
+/// (fibr's WebSocket client over `wss://`).
+#[cfg(feature = "ws")]
+pub(crate) struct TlsClient {
+    pub config: Arc<rustls::ClientConfig>,
+    pub name: rustls::pki_types::ServerName<'static>,
+    pub timeout: Option<Duration>,
+    pub inner: Arc<dyn Handler>,
+}
+
+#[cfg(feature = "ws")]
+impl Handler for TlsClient {
+    fn on_open(&self, conn: &Conn) {
+        use rustls::client::UnbufferedClientConnection;
+        match UnbufferedClientConnection::new(self.config.clone(), self.name.clone()) {
+            Ok(tls) => {
+                let session = Session::new(tls, Instant::now(), self.timeout);
+                conn.inner
+                    .start_layer(Box::new(session), self.inner.clone());
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "could not start a TLS client session");
+                conn.close();
+            }
+        }
+    }
+
+    fn on_data(&self, _conn: &Conn, _data: &[u8]) {
+        // Never called: `on_open` hands the connection to the layer and the inner handler.
+    }
+
+    fn on_close(&self, conn: &Conn, err: Option<std::io::Error>) {
+        // A connection that failed before the handshake: the inner handler learns of it.
+        self.inner.on_close(conn, err);
+    }
+}
+
 /// `config` as an HTTP server uses it: ALPN filled in with what fibr serves when the
 /// config names none (`h2` first, then `http/1.1`; `h2` alone for an HTTP/2-only server),
 /// and session tickets on when it has no ticketer (resumption without a server-side cache

@@ -19,6 +19,13 @@ pub(crate) fn accept_key(key: &[u8]) -> HeaderValue {
     HeaderValue::try_from(encoded).expect("base64 is a valid header value")
 }
 
+/// A fresh `Sec-WebSocket-Key`: 16 random bytes, base64.
+pub(crate) fn new_key() -> String {
+    let mut raw = [0u8; 16];
+    super::random_bytes(&mut raw);
+    base64::engine::general_purpose::STANDARD.encode(raw)
+}
+
 /// Why a request cannot be upgraded; answered with the status axum's
 /// `WebSocketUpgradeRejection` gives the same case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

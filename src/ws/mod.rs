@@ -25,16 +25,19 @@
 
 #[cfg(feature = "axum")]
 mod axum;
+mod client;
 #[doc(hidden)]
 pub mod fuzzing;
 mod handshake;
 mod message;
+mod oneshot;
 pub(crate) mod proto;
 mod socket;
 mod upgrade;
 
 #[cfg(feature = "axum")]
 pub use self::axum::WebSocketUpgrade;
+pub use client::{connect, Connector};
 pub use handshake::WebSocketUpgradeRejection;
 pub use message::{close_code, CloseCode, CloseFrame, Message, Utf8Bytes};
 pub use proto::deflate::DeflateConfig;
@@ -99,6 +102,8 @@ enum ErrorKind {
     /// The connection ended without a close handshake.
     AbnormalClose,
     NotUtf8,
+    /// The opening handshake failed (client).
+    Handshake(String),
 }
 
 impl Error {
@@ -128,6 +133,12 @@ impl Error {
         }
     }
 
+    pub(crate) fn handshake(why: impl Into<String>) -> Error {
+        Error {
+            kind: ErrorKind::Handshake(why.into()),
+        }
+    }
+
     /// Whether the connection was already closed.
     pub fn is_closed(&self) -> bool {
         matches!(self.kind, ErrorKind::Closed | ErrorKind::AbnormalClose)
@@ -153,8 +164,42 @@ impl fmt::Display for Error {
                 f.write_str("the WebSocket connection ended without a close handshake")
             }
             ErrorKind::NotUtf8 => f.write_str("the message is not UTF-8"),
+            ErrorKind::Handshake(why) => write!(f, "WebSocket handshake failed: {why}"),
         }
     }
 }
 
 impl std::error::Error for Error {}
+/// Fills `buf` from the kernel's random source (keys, mask seeds).
+pub(crate) fn random_bytes(buf: &mut [u8]) {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let rest = &mut buf[filled..];
+        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            // No kernel source: still unique per call, if not unpredictable.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos() as u64;
+            let seed = std::hash::BuildHasher::hash_one(
+                &std::collections::hash_map::RandomState::new(),
+                t,
+            );
+            for (i, b) in rest.iter_mut().enumerate() {
+                *b = (seed >> ((i % 8) * 8)) as u8;
+            }
+            return;
+        }
+    }
+}
+
+/// A seed for a client's masks.
+pub(crate) fn mask_seed() -> u64 {
+    let mut b = [0u8; 8];
+    random_bytes(&mut b);
+    u64::from_ne_bytes(b)
+}

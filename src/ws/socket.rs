@@ -155,14 +155,20 @@ impl Shared {
             .collect()
     }
 
-    /// After a protocol error, once the application had its turn: the close frame, then
-    /// the end of the connection.
+    /// After a protocol error, once the application has taken every message before it
+    /// (and answered them, if it does): the close frame, then the end of the connection.
     fn finish_failing(&self) {
-        let Some(close) = self.lock().failing.take() else {
-            return;
-        };
-        let _ = self.conn.send(&close);
-        self.conn.close();
+        let mut inner = self.lock();
+        if inner.inbox.is_empty() {
+            self.send_failing(&mut inner);
+        }
+    }
+
+    fn send_failing(&self, inner: &mut Inner) {
+        if let Some(close) = inner.failing.take() {
+            let _ = self.conn.send(&close);
+            self.conn.close();
+        }
     }
 
     fn wake_writer(&self) -> Option<Waker> {
@@ -186,7 +192,10 @@ impl Shared {
                 Poll::Pending
             }
             End::Closed => Poll::Ready(None),
-            End::Failed(e) => Poll::Ready(Some(Err(e))),
+            End::Failed(e) => {
+                self.send_failing(&mut inner);
+                Poll::Ready(Some(Err(e)))
+            }
         }
     }
 
@@ -227,8 +236,8 @@ impl Shared {
     /// protocol error, with the close it owes).
     fn abandon(&self) {
         let mut inner = self.lock();
-        if let Some(close) = inner.failing.take() {
-            let _ = self.conn.send(&close);
+        if inner.failing.is_some() {
+            self.send_failing(&mut inner);
         } else if inner.machine.state() == State::Open {
             let close = proto::Message::Close(Some(proto::CloseFrame {
                 code: super::close_code::NORMAL,
@@ -386,6 +395,7 @@ impl Handler for WsHandler {
 
     fn on_eof(&self, conn: &Conn) {
         self.on_close(conn, None);
+        conn.close();
     }
 
     fn on_drained(&self, conn: &Conn) {

@@ -16,6 +16,7 @@
 //! ```
 
 use super::handshake::{self, WebSocketUpgradeRejection};
+use super::oneshot::{self, Receiver};
 use super::proto::deflate::{negotiate_server, PerMessageDeflate};
 use super::proto::{Machine, Role};
 use super::socket::{self, WebSocket};
@@ -24,8 +25,7 @@ use crate::http::switch::{OnSwitch, Switched};
 use http::{HeaderMap, HeaderValue, Request, Response};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
 /// A request that can become a WebSocket: answer it with [`Upgrade::on_upgrade`] (or
 /// [`Upgrade::into_response`]).
@@ -148,13 +148,12 @@ impl Upgrade {
     /// The `101` to return, and the socket it leads to (resolving once the `101` is
     /// written): for services that run the socket on a task of their own.
     pub fn into_response<B: Default>(self) -> (Response<B>, Upgrading) {
-        let slot = Arc::new(Mutex::new(Pending::default()));
-        let tx = Sender(slot.clone());
+        let (tx, rx) = oneshot::channel();
         let res = self.on_upgrade(move |ws| {
-            tx.put(Ok(ws));
+            tx.send(Ok(ws));
             std::future::ready(())
         });
-        (res, Upgrading(slot))
+        (res, Upgrading(rx))
     }
 }
 
@@ -200,50 +199,13 @@ impl Drop for Claim {
     }
 }
 
-#[derive(Default)]
-struct Pending {
-    value: Option<Result<WebSocket, Error>>,
-    waker: Option<Waker>,
-    sent: bool,
-}
-
-struct Sender(Arc<Mutex<Pending>>);
-
-impl Sender {
-    fn put(&self, v: Result<WebSocket, Error>) {
-        let mut p = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        p.value = Some(v);
-        p.sent = true;
-        if let Some(w) = p.waker.take() {
-            w.wake();
-        }
-    }
-}
-
-impl Drop for Sender {
-    fn drop(&mut self) {
-        let sent = self.0.lock().unwrap_or_else(|e| e.into_inner()).sent;
-        if !sent {
-            self.put(Err(Error::closed()));
-        }
-    }
-}
-
 /// The socket an [`Upgrade::into_response`] leads to: resolves once the `101` is
 /// written, or fails if the connection ends first.
-pub struct Upgrading(Arc<Mutex<Pending>>);
+pub struct Upgrading(Receiver<WebSocket>);
 
 impl Future for Upgrading {
     type Output = Result<WebSocket, Error>;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut p = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        match p.value.take() {
-            Some(v) => Poll::Ready(v),
-            None if p.sent => Poll::Ready(Err(Error::closed())),
-            None => {
-                p.waker = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        }
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
     }
 }

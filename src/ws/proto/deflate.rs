@@ -173,7 +173,6 @@ pub fn negotiate_server<'a>(
 }
 
 /// Client: the header value to offer.
-#[allow(dead_code)] // for fibr::ws::connect (the client), not yet written
 pub fn client_offer(cfg: &DeflateConfig) -> String {
     let mut offer = String::from(NAME);
     if cfg.server_no_context_takeover {
@@ -208,7 +207,6 @@ pub fn client_offer(cfg: &DeflateConfig) -> String {
 /// A response that leaves out `server_no_context_takeover` or `server_max_window_bits`
 /// though we asked for them is taken (we inflate with context and a 15-bit window, which
 /// reads anything), not failed.
-#[allow(dead_code)] // for fibr::ws::connect (the client), not yet written
 pub fn client_accept<'a>(
     response: impl IntoIterator<Item = &'a str>,
     cfg: &DeflateConfig,
