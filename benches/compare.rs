@@ -7,8 +7,8 @@
 //! cargo bench --bench compare -- --only pipelined  # one scenario (or a list: a,b): plain echo
 //!                                                  # pipelined churn idle websocket tls-plain
 //!                                                  # tls-pipelined tls-churn tls-idle h2c-m1
-//!                                                  # h2c-m10 h2-tls-m10 h2-idle client
-//!                                                  # executor
+//!                                                  # h2c-m10 h2-tls-m10 h2-idle grpc
+//!                                                  # client executor
 //! cargo bench --bench compare -- --servers fibr,axum,floor   # a subset of the servers
 //! cargo bench --bench compare -- --update-readme   # then rewrite README.md's section
 //! cargo bench --bench compare -- --from-json --update-readme # report the last results again
@@ -24,6 +24,8 @@
 //! - **hyper**: `benches/peers` `hyper_plain`, hyper 1's `http1` connections on the same
 //!   runtime, routes matched by hand (axum's routing cost, separated);
 //! - **actix-web**: `benches/peers` `actix`, actix-web 4 with `BENCH_WORKERS` workers;
+//! - **tonic**: `benches/peers` `tonic_grpc`, tonic's own server, in the gRPC scenario
+//!   alone (below);
 //! - **floor**: `benches/peers` `floor`, a single-threaded edge-triggered epoll loop that
 //!   answers every request head with one fixed response. Not a server: the least CPU a
 //!   request can cost here, the limit fibr's CPU per request is measured against. (It does
@@ -54,6 +56,15 @@
 //! - **axum::serve**: `bench_server axum` as it is: hyper-util's `auto` builder, which
 //!   `axum::serve` uses, sniffs the HTTP/2 preface and hands the connection to hyper's h2
 //!   (over TLS: the same builder on tokio-rustls, as above).
+//!
+//! The gRPC scenario (issue 13) serves the gRPC example's `fibr.example.Echo`
+//! (`examples/grpc/echo.rs`, a hand-written tonic service over raw bytes), the same file
+//! included by both servers, each in a `tonic::service::Routes` of its own:
+//!
+//! - **fibr**: `bench_server fibr` with `BENCH_GRPC=1`: `fibr::serve(listener, routes)`;
+//! - **tonic** (the ratios' base in this scenario): `benches/peers` `tonic_grpc`:
+//!   `tonic::transport::Server::builder().add_routes(routes)` on a tokio multi-thread
+//!   runtime, hyper's h2 underneath.
 //!
 //! Over TLS, both get the HTTPS scenarios' `ServerConfig` with ALPN `h2`, `http/1.1`
 //! (`BENCH_TLS_ALPN`, read by `support/tls_config.rs`; the list `with_tls` fills in for a
@@ -105,6 +116,12 @@
 //! - **h2c-m10**: the same with `-m10`, ten streams in flight per connection;
 //! - **h2-tls-m10**: `h2load -c100 -m10 -D https://…/`, h2 chosen by ALPN (checked: h2load
 //!   must report `h2`);
+//! - **grpc**: `h2load -c100 -m10 -D` posting one length-prefixed 64-byte gRPC message
+//!   (`-d FILE -H 'content-type: application/grpc' -H 'te: trailers'`) to
+//!   `/fibr.example.Echo/Unary` over h2c, checked as h2c-m10 is and more (`compare/grpc.rs`:
+//!   h2load's DATA bytes are one echoed message per call, and a probe with hyper's HTTP/2
+//!   client before and after each phase reads `grpc-status: 0` from `Unary`'s trailers and
+//!   12 from an unknown method's);
 //! - **h2-idle**: idle over h2c: 10,000 connections opened by this process
 //!   (`compare/h2.rs`'s client: the preface, an empty SETTINGS and GET / on stream 1, the
 //!   server's SETTINGS ACKed and the response read), then kept open with no stream; the
@@ -150,6 +167,8 @@ mod os_support;
 #[path = "support/server.rs"]
 mod server_support;
 
+#[path = "compare/grpc.rs"]
+mod grpc;
 #[path = "compare/h2.rs"]
 mod h2;
 #[path = "compare/idle.rs"]
@@ -219,12 +238,13 @@ pub enum Scenario {
     H2cM10,
     H2TlsM10,
     H2Idle,
+    Grpc,
     Client,
     Executor,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 16] = [
+    pub const ALL: [Scenario; 17] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
@@ -239,6 +259,7 @@ impl Scenario {
         Scenario::H2cM10,
         Scenario::H2TlsM10,
         Scenario::H2Idle,
+        Scenario::Grpc,
         Scenario::Client,
         Scenario::Executor,
     ];
@@ -285,6 +306,14 @@ impl Scenario {
         !matches!(self, Scenario::Client | Scenario::Executor)
     }
 
+    /// The server the ratios are to: tonic's own for gRPC, axum::serve otherwise.
+    pub fn base(self) -> &'static str {
+        match self {
+            Scenario::Grpc => "tonic",
+            _ => BASE,
+        }
+    }
+
     /// The name `--only` takes and the JSON uses.
     pub fn key(self) -> &'static str {
         match self {
@@ -302,6 +331,7 @@ impl Scenario {
             Scenario::H2cM10 => "h2c-m10",
             Scenario::H2TlsM10 => "h2-tls-m10",
             Scenario::H2Idle => "h2-idle",
+            Scenario::Grpc => "grpc",
             Scenario::Client => "client",
             Scenario::Executor => "executor",
         }
@@ -335,6 +365,7 @@ impl Scenario {
             Scenario::H2cM10 => "h2c GET /, 10 streams per connection",
             Scenario::H2TlsM10 => "h2 over TLS GET /, 10 streams per connection",
             Scenario::H2Idle => "idle h2c connections",
+            Scenario::Grpc => "gRPC unary, 10 streams per connection",
             Scenario::Client => "HTTP client",
             Scenario::Executor => "executor",
         }
@@ -375,6 +406,12 @@ impl Scenario {
                 "{} h2c connections: preface, SETTINGS, one GET each",
                 set.idle_conns
             ),
+            Scenario::Grpc => format!(
+                "h2load -c{} -m{} -D{secs} -d {}-byte message (h2c, gRPC unary)",
+                h2::CONNS,
+                h2::streams(self),
+                grpc::MESSAGE.len()
+            ),
             Scenario::Client => micro::CLIENT.command(set.runs == QUICK.runs),
             Scenario::Executor => micro::EXECUTOR.command(set.runs == QUICK.runs),
         }
@@ -402,19 +439,27 @@ pub struct Server {
     /// Serves HTTP/2: h2c by prior knowledge beside HTTP/1.1, and h2 over TLS when ALPN
     /// offers it (`BENCH_TLS_ALPN`).
     pub h2: bool,
+    /// Serves the bench's HTTP routes (every scenario but gRPC).
+    pub http: bool,
+    /// Serves the gRPC Echo over h2c (`bench_server` when given `BENCH_GRPC=1`).
+    pub grpc: bool,
 }
 
 impl Server {
     /// Takes part in scenario `sc`.
     pub fn runs(&self, sc: Scenario) -> bool {
+        if sc == Scenario::Grpc {
+            return self.grpc;
+        }
         sc.on_servers()
+            && self.http
             && (sc != Scenario::Websocket || self.ws)
             && (!sc.tls() || self.tls)
             && (!sc.h2() || self.h2)
     }
 }
 
-pub const SERVERS: [Server; 5] = [
+pub const SERVERS: [Server; 6] = [
     Server {
         key: "fibr",
         label: "fibr",
@@ -423,6 +468,8 @@ pub const SERVERS: [Server; 5] = [
         ws: true,
         tls: true,
         h2: true,
+        http: true,
+        grpc: true,
     },
     Server {
         key: "axum",
@@ -432,6 +479,8 @@ pub const SERVERS: [Server; 5] = [
         ws: true,
         tls: true,
         h2: true,
+        http: true,
+        grpc: false,
     },
     Server {
         key: "hyper",
@@ -441,6 +490,8 @@ pub const SERVERS: [Server; 5] = [
         ws: false,
         tls: false,
         h2: false,
+        http: true,
+        grpc: false,
     },
     Server {
         key: "actix",
@@ -450,6 +501,19 @@ pub const SERVERS: [Server; 5] = [
         ws: true,
         tls: true,
         h2: false,
+        http: true,
+        grpc: false,
+    },
+    Server {
+        key: "tonic",
+        label: "tonic",
+        program: Program::Peer("tonic_grpc"),
+        real: false,
+        ws: false,
+        tls: false,
+        h2: false,
+        http: false,
+        grpc: true,
     },
     Server {
         key: "floor",
@@ -459,6 +523,8 @@ pub const SERVERS: [Server; 5] = [
         ws: false,
         tls: false,
         h2: false,
+        http: true,
+        grpc: false,
     },
 ];
 
@@ -591,7 +657,11 @@ fn bench() -> Result<(), String> {
     if plain(Scenario::Plain) || plain(Scenario::Echo) {
         tools.push(("wrk", "wrk"));
     }
-    if plain(Scenario::Pipelined) || scenarios.iter().any(|s| s.h2() && !s.idle()) {
+    if plain(Scenario::Pipelined)
+        || scenarios
+            .iter()
+            .any(|s| (s.h2() && !s.idle()) || *s == Scenario::Grpc)
+    {
         tools.push(("h2load", "nghttp2-client"));
     }
     if plain(Scenario::Churn) {
@@ -659,10 +729,14 @@ fn bench() -> Result<(), String> {
                     // http/1.1 alone).
                     env.push(("BENCH_TLS_ALPN", H2_ALPN));
                 }
+                if sc == Scenario::Grpc {
+                    env.push(("BENCH_GRPC", "1"));
+                }
                 let start = || -> Result<RunningServer, String> {
                     let srv = RunningServer::start(&bin, s, server_cpu, &workers, &env)?;
                     match tls {
                         Some(tls) => tls.check_routes(srv.addr, s.real)?,
+                        None if sc == Scenario::Grpc => grpc::probe(srv.addr)?,
                         None => idle::check_routes(srv.addr, s.real)?,
                     }
                     if sc.h2() && !sc.tls() {
@@ -706,7 +780,7 @@ fn bench() -> Result<(), String> {
                     let r = if sc == Scenario::Websocket {
                         ws::check_ws(srv.addr).map_err(ctx)?;
                         ws::ws_run(&srv, &set, client_cpu)
-                    } else if sc.h2() {
+                    } else if sc.h2() || sc == Scenario::Grpc {
                         h2::load_run(&srv, sc, &set, client_cpu)
                     } else {
                         load::load_run(&srv, sc, &set, client_cpu, &lua.0)
@@ -848,7 +922,7 @@ impl Binaries {
             .into_iter()
             .find(|r| {
                 r.join("examples/bench_server").is_file()
-                    && ["hyper_plain", "actix", "floor"]
+                    && ["hyper_plain", "actix", "tonic_grpc", "floor"]
                         .iter()
                         .all(|p| r.join(p).is_file())
             })

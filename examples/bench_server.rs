@@ -43,6 +43,12 @@
 //! BENCH_TLS_CERT=cert.pem BENCH_TLS_KEY=key.pem \
 //!     cargo run --release --example bench_server --features axum,tokio,tls -- fibr 3443
 //! ```
+//!
+//! `BENCH_GRPC=1 bench_server fibr PORT` serves the gRPC example's `fibr.example.Echo`
+//! (`examples/grpc/echo.rs`, in a `tonic::service::Routes` of its own) instead of the
+//! `Router`, with `fibr::serve` on the same engine: the fibr side of the gRPC scenario,
+//! whose other side is tonic's own server with the same service (`benches/peers`'
+//! `tonic_grpc`).
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::routing::{get, post};
@@ -120,6 +126,14 @@ fn main() -> io::Result<()> {
             "BENCH_TLS_CERT is set, but bench_server was built without feature `tls`".into(),
         ));
     }
+    if std::env::var_os("BENCH_GRPC").is_some() {
+        return match which.as_str() {
+            "fibr" => serve_fibr_grpc(addr, workers),
+            other => Err(invalid(format!(
+                "BENCH_GRPC: {other:?} serves no gRPC; fibr"
+            ))),
+        };
+    }
     match which.as_str() {
         "fibr" => serve_fibr(addr, workers),
         "axum" => serve_axum(addr, workers),
@@ -145,6 +159,28 @@ fn serve_fibr(addr: SocketAddr, workers: usize) -> io::Result<()> {
             listener.local_addr()?
         );
         fibr::serve(listener, app()).await
+    })
+}
+
+#[path = "grpc/codec.rs"]
+mod codec;
+#[path = "grpc/echo.rs"]
+mod echo;
+
+/// `ServerStream`'s pacing (`grpc/echo.rs` asks its includer for a timer).
+async fn sleep(d: std::time::Duration) {
+    fibr::time::sleep(d).await
+}
+
+/// The gRPC example's Echo (alone in its `Routes`) by `fibr::serve` on [`fibr_engine`].
+fn serve_fibr_grpc(addr: SocketAddr, workers: usize) -> io::Result<()> {
+    fibr_engine(workers)?.block_on(async move {
+        let listener = fibr::net::TcpListener::bind(addr).await?;
+        eprintln!(
+            "fibr ({workers} workers, gRPC) listening on {}",
+            listener.local_addr()?
+        );
+        fibr::serve(listener, tonic::service::Routes::new(echo::Echo)).await
     })
 }
 

@@ -6,11 +6,11 @@
 //! - `grpc.health.v1.Health` (tonic-health): `Check` and `Watch`; `fibr.example.Echo` is
 //!   reported SERVING, then NOT_SERVING and SERVING again every 5 seconds, so a `Watch`
 //!   sees updates.
-//! - `fibr.example.Echo`, written by hand the way tonic-build would generate it (no
-//!   protoc needed): messages are raw bytes. `Unary` answers the request's bytes (and the
-//!   `x-echo` request metadata, in the response metadata); `ServerStream` takes a count N
-//!   and sends `msg 0` .. `msg N-1`, 100 ms apart; both answer gzip to clients that accept
-//!   it.
+//! - `fibr.example.Echo` (`grpc/echo.rs`), written by hand the way tonic-build would
+//!   generate it (no protoc needed): messages are raw bytes. `Unary` answers the
+//!   request's bytes (and the `x-echo` request metadata, in the response metadata);
+//!   `ServerStream` takes a count N and sends `msg 0` .. `msg N-1`, 100 ms apart; both
+//!   answer gzip to clients that accept it.
 //!
 //! Call it with Python's grpcio (`pip install grpcio grpcio-health-checking`):
 //!
@@ -31,85 +31,21 @@
 //! or with tonic's client: `tonic_health::pb::health_client::HealthClient::connect(
 //! "http://127.0.0.1:50051")`, and `tonic::client::Grpc::new(channel).unary(req,
 //! PathAndQuery::from_static("/fibr.example.Echo/Unary"), codec)` with a bytes codec like
-//! the one below (see `compat/tests/grpc.rs` for every kind of call).
+//! `grpc/codec.rs` (see `compat/tests/grpc.rs` for every kind of call).
 
 #[path = "grpc/codec.rs"]
 mod codec;
+#[path = "grpc/echo.rs"]
+mod echo;
 
-use bytes::Bytes;
-use codec::BytesCodec;
-use std::convert::Infallible;
-use std::task::{Context, Poll};
+use echo::Echo;
 use std::time::Duration;
-use tonic::body::Body;
-use tonic::codec::CompressionEncoding;
-use tonic::codegen::{BoxFuture, BoxStream, StdError};
 use tonic::server::NamedService;
-use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
 
-/// The Echo service: what generated code would be, routing by path to `tonic::server::Grpc`.
-#[derive(Clone, Default)]
-struct Echo;
-
-impl NamedService for Echo {
-    const NAME: &'static str = "fibr.example.Echo";
-}
-
-impl<B> tower::Service<http::Request<B>> for Echo
-where
-    B: tonic::codegen::Body + Send + 'static,
-    B::Error: Into<StdError> + Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<http::Response<Body>, Infallible>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        Box::pin(async move {
-            let mut grpc = tonic::server::Grpc::new(BytesCodec)
-                .accept_compressed(CompressionEncoding::Gzip)
-                .send_compressed(CompressionEncoding::Gzip);
-            Ok(match req.uri().path() {
-                "/fibr.example.Echo/Unary" => grpc.unary(tower::service_fn(unary), req).await,
-                "/fibr.example.Echo/ServerStream" => {
-                    grpc.server_streaming(tower::service_fn(server_stream), req)
-                        .await
-                }
-                _ => Status::unimplemented("no such method").into_http(),
-            })
-        })
-    }
-}
-
-async fn unary(req: Request<Bytes>) -> Result<Response<Bytes>, Status> {
-    let echo = req.metadata().get("x-echo").cloned();
-    let mut resp = Response::new(req.into_inner());
-    if let Some(v) = echo {
-        resp.metadata_mut().insert("x-echo", v);
-    }
-    Ok(resp)
-}
-
-async fn server_stream(req: Request<Bytes>) -> Result<Response<BoxStream<Bytes>>, Status> {
-    let n: u32 = std::str::from_utf8(req.get_ref())
-        .ok()
-        .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| Status::invalid_argument("send a count"))?;
-    let messages = futures_util::stream::unfold(0, move |i| async move {
-        if i == n {
-            return None;
-        }
-        if i > 0 {
-            fibr::time::sleep(Duration::from_millis(100)).await;
-        }
-        Some((Ok(Bytes::from(format!("msg {i}"))), i + 1))
-    });
-    Ok(Response::new(Box::pin(messages) as BoxStream<Bytes>))
+/// `ServerStream`'s pacing (`grpc/echo.rs` asks its includer for a timer).
+async fn sleep(d: Duration) {
+    fibr::time::sleep(d).await
 }
 
 fn main() -> std::io::Result<()> {

@@ -439,19 +439,24 @@ fn an_idle_h2_connection_is_closed_after_the_pool_idle_timeout() {
     });
 }
 
-/// A hand-made h2c server: its odd-numbered connections answer the first HEADERS with
-/// GOAWAY(last stream 0), so the request was never processed; the others answer every
-/// HEADERS with a bodiless 200. Counts accepted connections.
-fn refusing_server() -> (SocketAddr, Arc<AtomicUsize>) {
+/// A hand-made h2c server: each connection gets an empty SETTINGS, then `answer(n,
+/// kind, flags, stream id bytes)` is called for every frame the client sends (after the
+/// preface) and its bytes are written back; `n` counts the accepted connections from 1.
+/// Returns the address and that count.
+fn raw_server(
+    answer: impl Fn(usize, u8, u8, &[u8]) -> Vec<u8> + Send + Sync + 'static,
+) -> (SocketAddr, Arc<AtomicUsize>) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
+    let answer = Arc::new(answer);
     std::thread::spawn(move || {
         for s in listener.incoming() {
             let Ok(mut s) = s else { return };
             let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+            let answer = answer.clone();
             std::thread::spawn(move || {
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                 // An empty SETTINGS.
@@ -470,21 +475,8 @@ fn refusing_server() -> (SocketAddr, Arc<AtomicUsize>) {
                         if buf.len() < end {
                             break;
                         }
-                        let kind = buf[pos + 3];
-                        let stream = &buf[pos + 5..pos + 9];
-                        if kind == 1 {
-                            let mut out = Vec::new();
-                            if n % 2 == 1 {
-                                out.extend_from_slice(&[0, 0, 8, 7, 0, 0, 0, 0, 0]);
-                                out.extend_from_slice(&[0; 8]);
-                            } else {
-                                // HEADERS, END_STREAM | END_HEADERS, `:status: 200` indexed.
-                                out.extend_from_slice(&[0, 0, 1, 1, 5]);
-                                out.extend_from_slice(stream);
-                                out.push(0x88);
-                            }
-                            let _ = s.write_all(&out);
-                        }
+                        let out = answer(n, buf[pos + 3], buf[pos + 4], &buf[pos + 5..pos + 9]);
+                        let _ = s.write_all(&out);
                         pos = end;
                     }
                 }
@@ -492,6 +484,27 @@ fn refusing_server() -> (SocketAddr, Arc<AtomicUsize>) {
         }
     });
     (addr, accepted)
+}
+
+/// A hand-made h2c server: its odd-numbered connections answer the first HEADERS with
+/// GOAWAY(last stream 0), so the request was never processed; the others answer every
+/// HEADERS with a bodiless 200. Counts accepted connections.
+fn refusing_server() -> (SocketAddr, Arc<AtomicUsize>) {
+    raw_server(|n, kind, _, stream| {
+        let mut out = Vec::new();
+        if kind == 1 {
+            if n % 2 == 1 {
+                out.extend_from_slice(&[0, 0, 8, 7, 0, 0, 0, 0, 0]);
+                out.extend_from_slice(&[0; 8]);
+            } else {
+                // HEADERS, END_STREAM | END_HEADERS, `:status: 200` indexed.
+                out.extend_from_slice(&[0, 0, 1, 1, 5]);
+                out.extend_from_slice(stream);
+                out.push(0x88);
+            }
+        }
+        out
+    })
 }
 
 #[test]
@@ -633,6 +646,105 @@ fn a_tonic_client_runs_over_fibrs_client() {
                 .await;
             let next = step("next update", watch.message()).await.unwrap().unwrap();
             assert_eq!(next.status, ServingStatus::NotServing as i32);
+        });
+    });
+}
+
+/// A hand-made h2c server that ACKs the client's SETTINGS and then goes silent: it answers
+/// no request and no PING (a peer gone dead without closing). Counts the PINGs it got.
+fn silent_server() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let pings = Arc::new(AtomicUsize::new(0));
+    let seen = pings.clone();
+    let (addr, accepted) = raw_server(move |_, kind, flags, _| match (kind, flags & 1) {
+        (4, 0) => vec![0, 0, 0, 4, 1, 0, 0, 0, 0],
+        (6, 0) => {
+            seen.fetch_add(1, Ordering::SeqCst);
+            Vec::new()
+        }
+        _ => Vec::new(),
+    });
+    (addr, accepted, pings)
+}
+
+#[test]
+fn an_unanswered_keep_alive_ping_fails_the_requests_and_the_connection_is_not_reused() {
+    bounded(LIMIT, || {
+        let (addr, accepted, pings) = silent_server();
+        fibr::run(async move {
+            let client = Client::builder()
+                .http2_prior_knowledge()
+                .http2_keep_alive_interval(Duration::from_millis(100))
+                .http2_keep_alive_timeout(Duration::from_millis(300))
+                .build();
+            for attempt in 1..=2 {
+                let started = std::time::Instant::now();
+                // Without the keep-alive timeout the request would wait for ever.
+                let r = fibr::time::timeout(
+                    Duration::from_secs(10),
+                    client.get(format!("http://{addr}/")),
+                )
+                .await
+                .expect("the keep-alive timeout failed the request");
+                let e = r.expect_err("a silent server answers nothing");
+                assert_eq!(e.kind(), fibr::client::ErrorKind::Timeout, "{e}");
+                assert!(e.to_string().contains("PING"), "{e}");
+                // 100 ms without frames, then 300 ms without the ACK.
+                let took = started.elapsed();
+                assert!(took >= Duration::from_millis(400), "{took:?}");
+                // A dead connection is not handed out again: each attempt connects anew.
+                assert_eq!(accepted.load(Ordering::SeqCst), attempt);
+            }
+        });
+        assert!(pings.load(Ordering::SeqCst) >= 2);
+    });
+}
+
+#[test]
+fn keep_alive_pings_answered_by_fibrs_server_keep_a_slow_request_alive() {
+    bounded(LIMIT, || {
+        let slow = Router::new().route(
+            "/slow",
+            get(|| async {
+                fibr::time::sleep(Duration::from_millis(800)).await;
+                "done"
+            }),
+        );
+        let addr = start(slow, ServerConfig::default());
+        fibr::run(async move {
+            let client = Client::builder()
+                .http2_prior_knowledge()
+                .http2_keep_alive_interval(Duration::from_millis(50))
+                .http2_keep_alive_timeout(Duration::from_millis(200))
+                .build();
+            // Several PINGs go out and come back while the handler sleeps.
+            let res = step("GET", client.get(format!("http://{addr}/slow")))
+                .await
+                .unwrap();
+            let body = res.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(body, "done");
+        });
+    });
+}
+
+#[test]
+fn a_server_that_never_acknowledges_settings_is_given_up_on() {
+    bounded(LIMIT, || {
+        // Its SETTINGS, and then nothing: ours are never acknowledged.
+        let (addr, _) = raw_server(|_, _, _, _| Vec::new());
+        fibr::run(async move {
+            let client = Client::builder()
+                .http2_prior_knowledge()
+                .http2_settings_timeout(Duration::from_millis(200))
+                .build();
+            let r = fibr::time::timeout(
+                Duration::from_secs(10),
+                client.get(format!("http://{addr}/")),
+            )
+            .await
+            .expect("the SETTINGS timeout failed the request");
+            let e = r.expect_err("the server answers nothing");
+            assert_eq!(e.kind(), fibr::client::ErrorKind::Timeout, "{e}");
+            assert!(e.to_string().contains("SETTINGS"), "{e}");
         });
     });
 }

@@ -19,6 +19,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
+use crate::grpc;
 use crate::idle::{self, Idle};
 use crate::load::{self, Load, Measured, TempFile};
 use crate::proc::RunningServer;
@@ -27,13 +28,14 @@ use crate::{Scenario, Settings};
 /// Connections h2load opens.
 pub const CONNS: usize = 100;
 
-/// The h2load command line for `sc` on `url`, running `d`; with a per-request log for the
-/// measured phase.
+/// The h2load command line for `sc` on `url`, running `d`, with `extra` arguments (the
+/// gRPC scenario's message and headers); with a per-request log for the measured phase.
 fn command(
     sc: Scenario,
     url: &str,
     d: std::time::Duration,
     log: Option<&std::path::Path>,
+    extra: &[String],
 ) -> Vec<String> {
     let secs = d.as_secs().max(1).to_string();
     let mut a: Vec<String> = [
@@ -45,6 +47,7 @@ fn command(
         secs,
     ]
     .into();
+    a.extend_from_slice(extra);
     if let Some(l) = log {
         a.push(format!("--log-file={}", l.display()));
     }
@@ -56,7 +59,7 @@ fn command(
 pub fn streams(sc: Scenario) -> usize {
     match sc {
         Scenario::H2cM1 => 1,
-        Scenario::H2cM10 | Scenario::H2TlsM10 => 10,
+        Scenario::H2cM10 | Scenario::H2TlsM10 | Scenario::Grpc => 10,
         _ => unreachable!("{} is not an HTTP/2 load", sc.key()),
     }
 }
@@ -125,7 +128,9 @@ fn tail(text: &str) -> String {
         .join("\n")
 }
 
-/// One HTTP/2 load run: warm-up, then the measured phase.
+/// One HTTP/2 load run: warm-up, then the measured phase. The gRPC scenario posts its
+/// message to the unary method, and checks each phase's answers and the server's
+/// (`compare/grpc.rs`).
 pub fn load_run(
     srv: &RunningServer,
     sc: Scenario,
@@ -133,16 +138,31 @@ pub fn load_run(
     cpu: usize,
 ) -> Result<Load, String> {
     let scheme = if sc.tls() { "https" } else { "http" };
-    let url = format!("{scheme}://{}/", srv.addr);
+    let message = (sc == Scenario::Grpc)
+        .then(grpc::write_message)
+        .transpose()?;
+    let (path, extra) = match &message {
+        Some(m) => (grpc::PATH, grpc::h2load_args(&m.0)),
+        None => ("/", Vec::new()),
+    };
+    let url = format!("{scheme}://{}{path}", srv.addr);
+    let checked = |text: &str| -> Result<(u64, std::time::Duration), String> {
+        let (ok, wall) = check_output(sc, text)?;
+        if message.is_some() {
+            grpc::check_traffic(text, ok, (CONNS * streams(sc)) as u64)?;
+            grpc::probe(srv.addr)?;
+        }
+        Ok((ok, wall))
+    };
     let idle_rss_kib = srv.status()?.rss_kib;
-    let warm = load::run_tool(cpu, &command(sc, &url, set.warmup, None))?;
-    check_output(sc, &warm).map_err(|e| format!("warm-up: {e}"))?;
+    let warm = load::run_tool(cpu, &command(sc, &url, set.warmup, None, &extra))?;
+    checked(&warm).map_err(|e| format!("warm-up: {e}"))?;
     srv.check_alive()?;
     let log = TempFile::new(&format!("{}.log", sc.key()));
     let _ = std::fs::remove_file(&log.0);
-    let args = command(sc, &url, set.phase, Some(&log.0));
+    let args = command(sc, &url, set.phase, Some(&log.0), &extra);
     let (sampled, text) = load::measure(srv, cpu, || load::run_tool(cpu, &args))?;
-    let (requests, wall) = check_output(sc, &text)?;
+    let (requests, wall) = checked(&text)?;
     let p99_us = load::h2load_log_p99(&log.0)?;
     let m = Measured {
         requests,

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::idle::Idle;
 use crate::load::Load;
 use crate::micro::{self, ClientFig, ExecFig, CLIENT_BASE, CLIENT_CT};
-use crate::{proc, server, Scenario, Settings, BASE, FULL, QUICK, SERVERS};
+use crate::{proc, server, Scenario, Settings, FULL, QUICK, SERVERS};
 
 pub const README_BEGIN: &str = "<!-- compare:begin -->";
 pub const README_END: &str = "<!-- compare:end -->";
@@ -31,6 +31,8 @@ const GOAL_TLS_IDLE_BYTES: f64 = 4000.0;
 const GOAL_H2_M1_CPU: f64 = 0.70;
 const GOAL_H2_M10_CPU: f64 = 0.40;
 const GOAL_H2_IDLE_BYTES: f64 = 4000.0;
+/// Issue 13's goal for gRPC unary calls, against tonic's own server.
+const GOAL_GRPC_CPU: f64 = 0.50;
 /// Issue 4's goal for fibr::client, and issue 2's for the executor.
 const GOAL_CLIENT_CPU: f64 = 0.80;
 const GOAL_EXECUTOR: f64 = 1.0;
@@ -222,8 +224,8 @@ impl Report {
             let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let _ = write!(out, " ({}–{})", fmt(min), fmt(max));
         }
-        let r = self.ratio(sc, server, BASE, f);
-        if with_ratio && server != BASE && r.is_finite() {
+        let r = self.ratio(sc, server, sc.base(), f);
+        if with_ratio && server != sc.base() && r.is_finite() {
             let _ = write!(out, " · {}", fmt_ratio(r));
         }
         out
@@ -570,6 +572,15 @@ impl Report {
             format!("{} B", fmt_int(h2_idle)),
             h2_idle <= GOAL_H2_IDLE_BYTES,
         );
+        let grpc = self.ratio(Scenario::Grpc, "fibr", "tonic", CPU_PER_REQ);
+        row(
+            format!(
+                "(issue 13) gRPC unary CPU/request vs tonic's own server ≤ {GOAL_GRPC_CPU:.2}×"
+            ),
+            grpc,
+            fmt_ratio(grpc),
+            grpc <= GOAL_GRPC_CPU,
+        );
         let (mt, ct) = (
             self.client_ratio("fibr", "mt"),
             self.client_ratio("fibr", CLIENT_CT),
@@ -624,7 +635,7 @@ impl Report {
             "Written by `{}{}` (`benches/compare.rs`) on {}; {}. \
              Every server serves the same routes with {} worker thread(s), pinned to CPU {}; \
              the load generator runs on CPU {}. {} Medians of {} run(s){}; × is the ratio to \
-             axum::serve. **Server CPU µs/request** (utime + stime from `/proc/PID/stat` over \
+             axum::serve (in the gRPC row, to tonic's own server). **Server CPU µs/request** (utime + stime from `/proc/PID/stat` over \
              the phase, divided by the requests served) is the robust figure here: with two \
              cores the load generator is often the bottleneck, which caps requests/s. The \
              *floor* is a fixed-response epoll loop (`benches/peers/src/bin/floor.rs`), not a \
@@ -706,6 +717,19 @@ impl Report {
                     .to_string(),
             );
         }
+        if self.cells.iter().any(|c| c.scenario == Scenario::Grpc) {
+            more.push(
+                "The gRPC row (issue 13) serves the gRPC example's hand-written tonic service \
+                 (`examples/grpc/echo.rs`, raw-bytes messages) from one source file on both \
+                 servers: fibr with `fibr::serve`, and tonic's own \
+                 `tonic::transport::Server` (hyper's h2 on tokio), the ratios' base in that \
+                 row. The load is `h2load` posting one 64-byte length-prefixed message with \
+                 `content-type: application/grpc` to the unary method; every phase must have \
+                 every call answered with its message, and a probe with hyper's HTTP/2 \
+                 client reads `grpc-status: 0` before and after it."
+                    .to_string(),
+            );
+        }
         if self.client.is_some() || self.executor.is_some() {
             more.push(
                 "The HTTP client and executor tables come from `benches/client.rs` and \
@@ -720,7 +744,7 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "![server CPU per request relative to axum::serve, and fibr's client and executor \
+            "![server CPU per request relative to axum::serve (gRPC: tonic), and fibr's client and executor \
              relative to hyper-util and tokio]({chart})\n"
         );
         out.push_str(&self.markdown());
@@ -728,7 +752,7 @@ impl Report {
     }
 
     /// A horizontal bar chart of CPU per request (idle: RSS per connection; WebSocket: per
-    /// message) relative to axum::serve, per scenario and server; below it, fibr's client
+    /// message) relative to each scenario's base (axum::serve; gRPC: tonic), per scenario and server; below it, fibr's client
     /// and executor relative to hyper-util and tokio.
     pub fn svg(&self) -> String {
         let servers = self.servers();
@@ -745,6 +769,7 @@ impl Report {
             "axum" => "#1c7ed6",
             "hyper" => "#74c0fc",
             "actix" => "#7950f2",
+            "tonic" => "#2f9e44",
             _ => "#868e96",
         };
         // A group of bars: (title, [(row label, color, ratio, absolute label)]). A server
@@ -760,7 +785,7 @@ impl Report {
                     _ => (CPU_PER_REQ, |x| format!("{x:.2} µs/req")),
                 };
                 let abs = self.median(sc, s.key, f);
-                let r = self.ratio(sc, s.key, BASE, f);
+                let r = self.ratio(sc, s.key, sc.base(), f);
                 let label = if abs.is_finite() {
                     unit(abs)
                 } else {
@@ -1004,9 +1029,10 @@ impl Report {
                 } else {
                     CPU_PER_REQ
                 };
-                let r = self.ratio(c.scenario, c.server, BASE, f);
+                let base = c.scenario.base();
+                let r = self.ratio(c.scenario, c.server, base, f);
                 if r.is_finite() {
-                    v["ratio_to_axum"] = json!(r);
+                    v[format!("ratio_to_{base}")] = json!(r);
                 }
                 v
             })

@@ -23,7 +23,7 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{ready, Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Plaintext read at a time.
 const READ_CHUNK: usize = 32 * 1024;
@@ -234,7 +234,7 @@ impl H2Conn {
             }),
         });
         let mut out = Vec::new();
-        let machine = ClientConn::new(cfg, &mut out);
+        let machine = ClientConn::new(cfg, Instant::now(), &mut out);
         let mut driver = Driver {
             io,
             shared: shared.clone(),
@@ -247,6 +247,7 @@ impl H2Conn {
             shutting: false,
             idle_timeout,
             idle: None,
+            timer: None,
         };
         drop(crate::spawn(
             async move { poll_fn(|cx| driver.poll(cx)).await },
@@ -354,6 +355,8 @@ struct Driver<Io> {
     idle_timeout: Option<Duration>,
     /// Armed while the connection has no streams.
     idle: Option<crate::time::Sleep>,
+    /// Armed for the machine's next deadline (keep-alive, SETTINGS ACK).
+    timer: Option<crate::time::Sleep>,
 }
 
 impl<Io: Connection> Driver<Io> {
@@ -375,6 +378,7 @@ impl<Io: Connection> Driver<Io> {
                 self.shutting = true;
                 continue;
             }
+            progress |= self.timers(cx);
             self.machine.flush_credit(&mut self.out);
             if let Poll::Ready(Err(e)) = self.poll_write(cx) {
                 tracing::debug!(error = %e, "HTTP/2 connection write failed");
@@ -401,6 +405,28 @@ impl<Io: Connection> Driver<Io> {
             return false;
         };
         let sleep = self.idle.get_or_insert_with(|| crate::time::sleep(t));
+        std::future::Future::poll(Pin::new(sleep), cx).is_ready()
+    }
+
+    /// Lets the machine act on its deadlines now (a keep-alive PING to send, an
+    /// unanswered one that fails the connection) and sleeps until its next one; returns
+    /// whether that sleep is over already (a deadline to act on).
+    fn timers(&mut self, cx: &mut Context<'_>) -> bool {
+        let next = self
+            .machine
+            .poll_timers(Instant::now(), &mut self.out, &mut self.events);
+        self.handle_events();
+        let Some(t) = next else {
+            self.timer = None;
+            return false;
+        };
+        // Every read moves the keep-alive deadline later: a timer armed for an earlier
+        // instant is kept (it wakes the task, which asks the machine again), so a busy
+        // connection does not re-arm one per read.
+        let sleep = match &mut self.timer {
+            Some(s) if t >= s.deadline() && !s.is_elapsed() => s,
+            slot => slot.insert(crate::time::sleep_until(t)),
+        };
         std::future::Future::poll(Pin::new(sleep), cx).is_ready()
     }
 
@@ -553,6 +579,7 @@ impl<Io: Connection> Driver<Io> {
     /// Reads until the stream has nothing more now; returns whether anything came.
     fn read(&mut self, cx: &mut Context<'_>) -> bool {
         let mut progress = false;
+        let now = Instant::now();
         while !self.machine.is_failed() {
             let mut rb = hyper::rt::ReadBuf::new(&mut self.rbuf);
             match hyper::rt::Read::poll_read(Pin::new(&mut self.io), cx, rb.unfilled()) {
@@ -563,7 +590,7 @@ impl<Io: Connection> Driver<Io> {
                         self.machine.peer_closed(&mut self.events);
                     } else {
                         self.machine
-                            .receive(&self.rbuf[..n], &mut self.out, &mut self.events);
+                            .receive(now, &self.rbuf[..n], &mut self.out, &mut self.events);
                     }
                 }
                 Poll::Ready(Err(e)) => {
@@ -724,5 +751,6 @@ fn failure(why: Why) -> Failure {
         )),
         Why::Protocol(why) => Failure::Sent(Error::new(ErrorKind::Protocol, why)),
         Why::Lost(why) => Failure::Sent(Error::new(ErrorKind::ClosedBeforeResponse, why)),
+        Why::TimedOut(why) => Failure::Sent(Error::new(ErrorKind::Timeout, why)),
     }
 }

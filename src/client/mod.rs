@@ -281,6 +281,41 @@ impl Builder {
         self
     }
 
+    /// HTTP/2: sends a PING after this long without anything from the server, and closes
+    /// the connection if its ACK does not come within
+    /// [`http2_keep_alive_timeout`](Builder::http2_keep_alive_timeout): its requests fail
+    /// with [`ErrorKind::Timeout`] and the pool hands it out no more, so a dead connection
+    /// (a server gone without a FIN) is found instead of waited on. Default `None`: no
+    /// PINGs, as hyper's.
+    pub fn http2_keep_alive_interval(
+        &mut self,
+        interval: impl Into<Option<Duration>>,
+    ) -> &mut Self {
+        self.h2.keep_alive_interval = interval.into();
+        self
+    }
+
+    /// HTTP/2: how long a keep-alive PING may wait for its ACK (default 20 s).
+    pub fn http2_keep_alive_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.h2.keep_alive_timeout = timeout;
+        self
+    }
+
+    /// HTTP/2: keep-alive PINGs while no request is in flight too (default false: an
+    /// idle connection is left to the pool's idle timeout).
+    pub fn http2_keep_alive_while_idle(&mut self, on: bool) -> &mut Self {
+        self.h2.keep_alive_while_idle = on;
+        self
+    }
+
+    /// HTTP/2: how long the server may take to acknowledge the client's SETTINGS before
+    /// the connection is closed with SETTINGS_TIMEOUT and its requests fail with
+    /// [`ErrorKind::Timeout`] (RFC 9113 §6.5.3; default 20 s).
+    pub fn http2_settings_timeout(&mut self, timeout: Duration) -> &mut Self {
+        self.h2.settings_timeout = timeout;
+        self
+    }
+
     /// The TLS config [`Builder::build_https`] uses (a private CA, a client certificate);
     /// default: the webpki roots. ALPN `h2` and `http/1.1` (or `http/1.1` alone, with
     /// [`Builder::http1_only`]) are filled in when it names no protocol.

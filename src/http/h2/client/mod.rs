@@ -11,11 +11,16 @@
 //! Response bodies are counted as held until the reader takes them ([`ClientConn::release`]);
 //! windows reopen in batches of half a window ([`ClientConn::flush_credit`]), so a slow
 //! reader holds the server back instead of making the client buffer.
+//!
+//! Time comes in as an argument (`receive`, [`ClientConn::poll_timers`]): keep-alive PINGs
+//! and the SETTINGS ACK deadline are decided here, the driver only sleeps until the
+//! instant the machine names.
 
 mod response;
 mod send;
 #[cfg(test)]
 mod tests;
+mod timers;
 
 pub(crate) use response::ResponseHead;
 pub(crate) use send::RequestHead;
@@ -26,6 +31,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use response::HeadBuilder;
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// HTTP/2 settings and limits of fibr's client (`client::Builder`'s `http2_*` options).
 /// Every limit has a default; a server past one gets the RFC 9113 error code for it.
@@ -49,6 +55,21 @@ pub(crate) struct ClientConfig {
     /// server may send, less what responses earn, before the connection is closed with
     /// ENHANCE_YOUR_CALM.
     pub max_idle_frames: u32,
+    /// A PING goes out after this long without anything from the server, so that a dead
+    /// connection (a peer gone without a FIN, a middlebox that dropped it) fails its
+    /// requests instead of leaving them waiting forever. None (the default, as hyper's):
+    /// no PINGs.
+    pub keep_alive_interval: Option<Duration>,
+    /// How long a keep-alive PING may wait for its ACK; then the connection is closed and
+    /// its requests fail with a timeout.
+    pub keep_alive_timeout: Duration,
+    /// Keep-alive PINGs while no request is in flight too (default false: an idle
+    /// connection is left alone; the pool's idle timeout closes it).
+    pub keep_alive_while_idle: bool,
+    /// How long our SETTINGS may wait for the server's ACK before the connection is
+    /// closed with SETTINGS_TIMEOUT (RFC 9113 §6.5.3): a server that never ACKs would
+    /// leave us unsure which of our limits it applies.
+    pub settings_timeout: Duration,
 }
 
 impl Default for ClientConfig {
@@ -61,6 +82,10 @@ impl Default for ClientConfig {
             header_table_size: 4096,
             initial_max_concurrent_streams: 100,
             max_idle_frames: 10_000,
+            keep_alive_interval: None,
+            keep_alive_timeout: Duration::from_secs(20),
+            keep_alive_while_idle: false,
+            settings_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -77,6 +102,9 @@ pub(crate) enum Why {
     Protocol(&'static str),
     /// The connection failed or closed.
     Lost(&'static str),
+    /// The server did not answer in time (a keep-alive PING, our SETTINGS): the connection
+    /// was closed.
+    TimedOut(&'static str),
 }
 
 /// What the driver is told after a `receive`.
@@ -143,8 +171,12 @@ pub(crate) struct ClientConn {
     phase: Phase,
     /// The server's first frame (its SETTINGS) came.
     got_settings: bool,
-    /// Our SETTINGS await the server's ACK.
-    settings_unacked: bool,
+    /// Our SETTINGS await the server's ACK, since then.
+    settings_sent: Option<Instant>,
+    /// When bytes last came from the server (keep-alive PINGs count from it).
+    last_read: Instant,
+    /// Our keep-alive PING awaits its ACK, since then.
+    ping_sent: Option<Instant>,
     /// An incomplete frame kept across reads (no capacity when idle).
     kept: Vec<u8>,
     decoder: Decoder,
@@ -166,8 +198,8 @@ pub(crate) struct ClientConn {
 
 impl ClientConn {
     /// A connection whose preface, SETTINGS and connection window go into `out` at once
-    /// (§3.4: the client need not wait for the server's SETTINGS).
-    pub(crate) fn new(cfg: &ClientConfig, out: &mut Vec<u8>) -> ClientConn {
+    /// (§3.4: the client need not wait for the server's SETTINGS), written at `now`.
+    pub(crate) fn new(cfg: &ClientConfig, now: Instant, out: &mut Vec<u8>) -> ClientConn {
         out.extend_from_slice(PREFACE);
         let max_frame = cfg
             .max_frame_size
@@ -198,7 +230,9 @@ impl ClientConn {
             cfg,
             phase: Phase::Open,
             got_settings: false,
-            settings_unacked: true,
+            settings_sent: Some(now),
+            last_read: now,
+            ping_sent: None,
             kept: Vec::new(),
             // Our SETTINGS_HEADER_TABLE_SIZE holds only once the server has ACKed it.
             decoder: Decoder::new(frame::DEFAULT_HEADER_TABLE_SIZE as usize),
@@ -214,11 +248,22 @@ impl ClientConn {
         }
     }
 
-    /// Takes bytes read from the socket, handles every complete frame in them (answering
-    /// SETTINGS and PINGs into `out`, events into `ev`) and keeps an incomplete one.
-    pub(crate) fn receive(&mut self, data: &[u8], out: &mut Vec<u8>, ev: &mut Vec<Event>) {
+    /// Takes bytes read from the socket at `now`, handles every complete frame in them
+    /// (answering SETTINGS and PINGs into `out`, events into `ev`) and keeps an incomplete
+    /// one.
+    pub(crate) fn receive(
+        &mut self,
+        now: Instant,
+        data: &[u8],
+        out: &mut Vec<u8>,
+        ev: &mut Vec<Event>,
+    ) {
         if self.phase == Phase::Failed {
             return;
+        }
+        if !data.is_empty() {
+            // Anything at all shows the connection alive, even a part of a frame.
+            self.last_read = now;
         }
         if self.kept.is_empty() {
             let used = self.process(data, out, ev);
@@ -324,10 +369,9 @@ impl ClientConn {
             Frame::Priority { .. } | Frame::Unknown { .. } => self.idle_frame(out, ev),
             Frame::RstStream { stream, code } => self.on_rst_stream(stream, code, out, ev),
             Frame::Settings { ack: true, .. } => {
-                if self.settings_unacked {
+                if self.settings_sent.take().is_some() {
                     self.decoder
                         .set_max_table_size(self.cfg.header_table_size as usize);
-                    self.settings_unacked = false;
                 } else {
                     self.idle_frame(out, ev);
                 }
@@ -339,6 +383,11 @@ impl ClientConn {
             Frame::PushPromise { .. } => {
                 let why = "PUSH_PROMISE though SETTINGS_ENABLE_PUSH is 0";
                 self.fail(ErrorCode::PROTOCOL_ERROR, why, out, ev)
+            }
+            Frame::Ping { ack: true, data }
+                if data == frame::KEEP_ALIVE_PING && self.ping_sent.is_some() =>
+            {
+                self.ping_sent = None;
             }
             Frame::Ping { ack, data } => {
                 if !ack {
@@ -698,15 +747,29 @@ impl ClientConn {
 
     /// A connection error: GOAWAY with the code; every stream is lost.
     fn fail(&mut self, code: ErrorCode, why: &'static str, out: &mut Vec<u8>, ev: &mut Vec<Event>) {
+        self.close_with(code, why, Why::Lost, out, ev);
+    }
+
+    /// Closes the connection: GOAWAY with `code` and `why` (a live peer learns why), and
+    /// every stream ends with `kind(why)`.
+    fn close_with(
+        &mut self,
+        code: ErrorCode,
+        why: &'static str,
+        kind: fn(&'static str) -> Why,
+        out: &mut Vec<u8>,
+        ev: &mut Vec<Event>,
+    ) {
         if self.phase == Phase::Failed {
             return;
         }
-        tracing::debug!(?code, why, "HTTP/2 connection error");
+        tracing::debug!(?code, why, "closing the HTTP/2 connection");
         frame::write_goaway(out, 0, code, why.as_bytes());
-        self.lose_all(why, ev);
+        self.lose_all(kind(why), ev);
     }
 
-    fn lose_all(&mut self, why: &'static str, ev: &mut Vec<Event>) {
+    /// Every stream ends with `why`; nothing more is read or sent.
+    fn lose_all(&mut self, why: Why, ev: &mut Vec<Event>) {
         self.phase = Phase::Failed;
         self.block = None;
         self.kept = Vec::new();
@@ -714,14 +777,14 @@ impl ClientConn {
         ids.sort_unstable();
         ev.extend(ids.into_iter().map(|stream| Event::Reset {
             stream,
-            why: Why::Lost(why),
+            why: why.clone(),
         }));
     }
 
     /// The server closed the connection (or reading failed): every stream is lost.
     pub(crate) fn peer_closed(&mut self, ev: &mut Vec<Event>) {
         if self.phase != Phase::Failed {
-            self.lose_all("the server closed the connection", ev);
+            self.lose_all(Why::Lost("the server closed the connection"), ev);
         }
     }
 

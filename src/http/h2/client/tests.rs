@@ -9,6 +9,8 @@ use crate::http::ServerConfig;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+mod timers;
+
 fn date() -> [u8; DATE_LEN] {
     *b"Sun, 06 Nov 1994 08:49:37 GMT"
 }
@@ -98,7 +100,7 @@ impl Pair {
         let now = Instant::now();
         let mut to_server = Vec::new();
         let mut to_client = Vec::new();
-        let client = ClientConn::new(&ccfg, &mut to_server);
+        let client = ClientConn::new(&ccfg, now, &mut to_server);
         let server = ServerConn::new(now, &scfg.http2, &mut to_client);
         let mut p = Pair {
             client,
@@ -137,7 +139,7 @@ impl Pair {
                 .end_round(clock, &self.scfg, &mut self.to_client);
             let bytes = std::mem::take(&mut self.to_client);
             self.client
-                .receive(&bytes, &mut self.to_server, &mut self.events);
+                .receive(self.now, &bytes, &mut self.to_server, &mut self.events);
             self.client.flush_credit(&mut self.to_server);
             if self.to_server.is_empty() && self.to_client.is_empty() {
                 return;
@@ -269,7 +271,7 @@ fn before_the_servers_settings_the_configured_initial_limit_holds() {
         ..ClientConfig::default()
     };
     let mut out = Vec::new();
-    let mut c = ClientConn::new(&cfg, &mut out);
+    let mut c = ClientConn::new(&cfg, Instant::now(), &mut out);
     assert!(out.starts_with(PREFACE));
     let h = HeaderMap::new();
     let head = RequestHead {
@@ -380,7 +382,7 @@ fn data_beyond_the_clients_window_is_a_flow_control_error() {
     for _ in 0..65 {
         frame::write_data(&mut input, id, &big, false);
     }
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(
         ev.iter()
             .any(|e| matches!(e, Event::Reset { stream, why: Why::Protocol(_) } if *stream == id)),
@@ -419,14 +421,19 @@ fn trailers_end_the_response_and_the_request() {
 
 /// A client whose SETTINGS exchange is done, talking to a hand-made server.
 fn hand_made() -> (ClientConn, Vec<u8>, Vec<Event>) {
+    hand_made_with(&ClientConfig::default(), Instant::now())
+}
+
+/// [`hand_made`] with `cfg`, the exchange done at `now`.
+fn hand_made_with(cfg: &ClientConfig, now: Instant) -> (ClientConn, Vec<u8>, Vec<Event>) {
     let mut out = Vec::new();
-    let mut c = ClientConn::new(&ClientConfig::default(), &mut out);
+    let mut c = ClientConn::new(cfg, now, &mut out);
     let mut input = Vec::new();
     frame::write_settings(&mut input, &[]);
     frame::write_settings_ack(&mut input);
     let mut ev = Vec::new();
     out.clear();
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(now, &input, &mut out, &mut ev);
     assert!(ev.is_empty() && !c.is_failed());
     (c, out, ev)
 }
@@ -490,12 +497,12 @@ fn failed_with(out: &[u8], code: ErrorCode) -> bool {
 #[test]
 fn the_servers_first_frame_must_be_settings() {
     let mut out = Vec::new();
-    let mut c = ClientConn::new(&ClientConfig::default(), &mut out);
+    let mut c = ClientConn::new(&ClientConfig::default(), Instant::now(), &mut out);
     let mut input = Vec::new();
     frame::write_ping(&mut input, false, [0; 8]);
     out.clear();
     let mut ev = Vec::new();
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(c.is_failed());
     assert!(failed_with(&out, ErrorCode::PROTOCOL_ERROR));
 }
@@ -507,14 +514,14 @@ fn a_goaway_refuses_the_streams_above_its_last_id_and_lets_the_rest_finish() {
     let b = open_get(&mut c, &mut out);
     let mut input = Vec::new();
     frame::write_goaway(&mut input, a, ErrorCode::NO_ERROR, b"bye");
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(matches!(&ev[0], Event::GoAway { last_stream, .. } if *last_stream == a));
     assert!(matches!(&ev[1], Event::Reset { stream, why: Why::Refused } if *stream == b));
     assert!(!c.can_open() && !c.is_usable());
     ev.clear();
     input.clear();
     response_head(&mut input, a, true, &[]);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(matches!(&ev[0], Event::Head { stream, .. } if *stream == a));
     assert!(matches!(&ev[1], Event::End { stream, .. } if *stream == a));
     assert_eq!(c.streams(), 0);
@@ -528,7 +535,7 @@ fn rst_stream_refused_is_retryable_and_other_codes_are_not() {
     let mut input = Vec::new();
     frame::write_rst_stream(&mut input, a, ErrorCode::REFUSED_STREAM);
     frame::write_rst_stream(&mut input, b, ErrorCode::CANCEL);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(matches!(
         &ev[0],
         Event::Reset {
@@ -553,7 +560,7 @@ fn informational_heads_are_skipped() {
     let mut input = Vec::new();
     block(&mut input, a, false, "103", &[("link", "</s.css>")]);
     response_head(&mut input, a, true, &[("x", "1")]);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert_eq!(ev.len(), 2, "{ev:?}");
     let Event::Head { head, .. } = &ev[0] else {
         panic!("{ev:?}")
@@ -574,7 +581,7 @@ fn malformed_responses_reset_their_stream_only() {
         let a = open_get(&mut c, &mut out);
         let mut input = Vec::new();
         response_head(&mut input, a, true, fields);
-        c.receive(&input, &mut out, &mut ev);
+        c.receive(Instant::now(), &input, &mut out, &mut ev);
         assert!(
             matches!(
                 &ev[..],
@@ -591,7 +598,7 @@ fn malformed_responses_reset_their_stream_only() {
     let a = open_get(&mut c, &mut out);
     let mut input = Vec::new();
     block(&mut input, a, true, "", &[("x", "y")]);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(
         matches!(
             &ev[..],
@@ -611,7 +618,7 @@ fn a_body_longer_than_its_content_length_is_malformed() {
     let mut input = Vec::new();
     response_head(&mut input, a, false, &[("content-length", "2")]);
     frame::write_data(&mut input, a, b"abc", true);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(
         matches!(
             &ev[1],
@@ -630,7 +637,7 @@ fn push_promise_and_frames_on_unopened_streams_close_the_connection() {
     let a = open_get(&mut c, &mut out);
     let mut input = Vec::new();
     frame::write_push_promise(&mut input, a, 2, &[0x82], true);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(c.is_failed() && failed_with(&out, ErrorCode::PROTOCOL_ERROR));
     assert!(matches!(
         &ev[..],
@@ -643,7 +650,7 @@ fn push_promise_and_frames_on_unopened_streams_close_the_connection() {
     let (mut c, mut out, mut ev) = hand_made();
     let mut input = Vec::new();
     response_head(&mut input, 7, true, &[]);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(c.is_failed() && failed_with(&out, ErrorCode::PROTOCOL_ERROR));
 }
 
@@ -653,7 +660,7 @@ fn pings_are_answered_and_a_flood_of_them_closes_the_connection() {
     out.clear();
     let mut input = Vec::new();
     frame::write_ping(&mut input, false, *b"12345678");
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     let mut want = Vec::new();
     frame::write_ping(&mut want, true, *b"12345678");
     assert_eq!(out, want);
@@ -661,7 +668,7 @@ fn pings_are_answered_and_a_flood_of_them_closes_the_connection() {
     for _ in 0..10_001 {
         frame::write_ping(&mut flood, false, [0; 8]);
     }
-    c.receive(&flood, &mut out, &mut ev);
+    c.receive(Instant::now(), &flood, &mut out, &mut ev);
     assert!(c.is_failed() && failed_with(&out, ErrorCode::ENHANCE_YOUR_CALM));
 }
 
@@ -672,7 +679,7 @@ fn an_oversized_response_head_fails_its_stream_and_a_continuation_flood_the_conn
     let mut input = Vec::new();
     let big = "v".repeat(40 * 1024);
     response_head(&mut input, a, true, &[("a", &big), ("b", &big)]);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     // 80 KiB on the wire is over the 64 KiB bound: a connection error (the flood rule).
     assert!(c.is_failed());
 
@@ -683,7 +690,7 @@ fn an_oversized_response_head_fails_its_stream_and_a_continuation_flood_the_conn
     for _ in 0..10 {
         frame::write_continuation(&mut input, a, &[0; 8 * 1024], false);
     }
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     assert!(c.is_failed() && failed_with(&out, ErrorCode::ENHANCE_YOUR_CALM));
 }
 
@@ -695,11 +702,11 @@ fn frames_split_at_every_byte_give_the_same_events() {
     frame::write_data_padded(&mut input, 1, b"hello", true, 3);
     for cut in 0..input.len() {
         let mut out = Vec::new();
-        let mut c = ClientConn::new(&ClientConfig::default(), &mut out);
+        let mut c = ClientConn::new(&ClientConfig::default(), Instant::now(), &mut out);
         open_get(&mut c, &mut out);
         let mut ev = Vec::new();
-        c.receive(&input[..cut], &mut out, &mut ev);
-        c.receive(&input[cut..], &mut out, &mut ev);
+        c.receive(Instant::now(), &input[..cut], &mut out, &mut ev);
+        c.receive(Instant::now(), &input[cut..], &mut out, &mut ev);
         let (status, body, ended) = body_of(&ev, 1);
         assert_eq!(
             (status, body.as_slice(), ended),
@@ -720,7 +727,7 @@ fn arbitrary_bytes_never_panic() {
     };
     for _ in 0..2000 {
         let mut out = Vec::new();
-        let mut c = ClientConn::new(&ClientConfig::default(), &mut out);
+        let mut c = ClientConn::new(&ClientConfig::default(), Instant::now(), &mut out);
         open_get(&mut c, &mut out);
         let mut input = Vec::new();
         frame::write_settings(&mut input, &[]);
@@ -738,7 +745,7 @@ fn arbitrary_bytes_never_panic() {
             );
         }
         let mut ev = Vec::new();
-        c.receive(&input, &mut out, &mut ev);
+        c.receive(Instant::now(), &input, &mut out, &mut ev);
         c.flush_credit(&mut out);
         let _ = c.can_open();
     }
@@ -751,7 +758,7 @@ fn a_reset_from_the_client_forgets_the_stream_and_credits_its_data() {
     let mut input = Vec::new();
     response_head(&mut input, a, false, &[]);
     frame::write_data(&mut input, a, &[1; 1000], false);
-    c.receive(&input, &mut out, &mut ev);
+    c.receive(Instant::now(), &input, &mut out, &mut ev);
     out.clear();
     c.reset(a, ErrorCode::CANCEL, &mut out);
     assert_eq!(c.streams(), 0);

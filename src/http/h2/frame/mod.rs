@@ -33,6 +33,9 @@ pub(crate) const MAX_WINDOW: u32 = (1 << 31) - 1;
 pub(crate) const DEFAULT_INITIAL_WINDOW_SIZE: u32 = 65_535;
 /// SETTINGS_HEADER_TABLE_SIZE's initial value (§6.5.2).
 pub(crate) const DEFAULT_HEADER_TABLE_SIZE: u32 = 4_096;
+/// The opaque data of fibr's keep-alive PINGs (both roles): an ACK carrying it answers
+/// ours, any other is the peer's business.
+pub(crate) const KEEP_ALIVE_PING: [u8; 8] = *b"fibr-ka!";
 
 /// The 31 bits of a stream id (the reserved bit is ignored on receipt, unset when sent).
 const STREAM_MASK: u32 = MAX_WINDOW;

@@ -114,7 +114,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             }
             Frame::Ping { ack, data } => {
                 if ack {
-                    if data == KEEP_ALIVE_PING {
+                    if data == frame::KEEP_ALIVE_PING {
                         self.ping_sent = None;
                     }
                 } else {

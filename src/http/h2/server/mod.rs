@@ -212,9 +212,6 @@ impl Hasher for StreamIdHasher {
     }
 }
 
-/// The opaque data of our keep-alive PINGs.
-const KEEP_ALIVE_PING: [u8; 8] = *b"fibr-ka!";
-
 impl<B: StreamSink, X> ServerConn<B, X> {
     /// A connection that waits for the client's preface; our SETTINGS (and the connection
     /// window beyond the default) go into `out` at once, as §3.4 allows.

@@ -93,7 +93,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         } else if let Some(interval) = h2.keep_alive_interval {
             let t = self.last_frame + interval;
             if now >= t {
-                frame::write_ping(out, false, KEEP_ALIVE_PING);
+                frame::write_ping(out, false, frame::KEEP_ALIVE_PING);
                 self.ping_sent = Some(now);
                 at(now + h2.keep_alive_timeout);
             } else {

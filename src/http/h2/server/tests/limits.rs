@@ -417,7 +417,7 @@ fn keep_alive_pings_close_a_silent_peer() {
         t.take(),
         vec![Got::Ping {
             ack: false,
-            data: KEEP_ALIVE_PING
+            data: frame::KEEP_ALIVE_PING
         }]
     );
     t.now += Duration::from_secs(2);
