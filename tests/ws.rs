@@ -284,3 +284,150 @@ fn wss_stays_under_fibrs_tls() {
         exchange(&mut ws);
     });
 }
+
+/// fibr's client against fibr's server: every message kind, the subprotocol, an extra
+/// header the server sees, deflate agreed, and the close handshake.
+#[test]
+fn fibrs_client_talks_to_fibrs_server() {
+    use fibr::ws::{Config, Connector};
+    let addr = start();
+    let got = fibr::run(async move {
+        let connector = Connector::new().protocols(["superchat"]).config(Config {
+            deflate: Some(DeflateConfig::default()),
+            ..Config::default()
+        });
+        let (mut ws, res) = connector.connect(&format!("ws://{addr}/ws")).await?;
+        assert_eq!(res.status(), 101);
+        assert_eq!(res.headers()["sec-websocket-protocol"], "superchat");
+        assert!(res.headers()["sec-websocket-extensions"]
+            .to_str()
+            .unwrap()
+            .starts_with("permessage-deflate"));
+        let text = "fibr ".repeat(10_000);
+        ws.send(Message::text(text.clone())).await?;
+        assert_eq!(ws.recv().await.unwrap()?, Message::text(text));
+        ws.send(Message::binary(vec![9u8; 70_000])).await?;
+        assert_eq!(
+            ws.recv().await.unwrap()?,
+            Message::binary(vec![9u8; 70_000])
+        );
+        ws.send(Message::Ping("x".into())).await?;
+        assert_eq!(ws.recv().await.unwrap()?, Message::Pong("x".into()));
+        ws.send(Message::text("close")).await?;
+        let close = ws.recv().await.unwrap()?;
+        let end = ws.recv().await;
+        Ok::<_, fibr::ws::Error>((close, end.is_none()))
+    })
+    .expect("the exchange");
+    assert_eq!(
+        got,
+        (
+            Message::Close(Some(CloseFrame {
+                code: 4000,
+                reason: "bye".into()
+            })),
+            true
+        )
+    );
+}
+
+#[test]
+fn the_client_refuses_a_server_that_does_not_switch() {
+    let addr = start();
+    let err = fibr::run(fibr::ws::connect(&format!("ws://{addr}/nowhere")))
+        .err()
+        .expect("a 404 is not a WebSocket");
+    assert!(err.to_string().contains("404"), "{err}");
+}
+
+/// fibr's client against Python's `websockets` server, with permessage-deflate.
+#[test]
+fn fibrs_client_talks_to_python_websockets() {
+    use fibr::ws::{Config, Connector};
+    let probe = Command::new("python3")
+        .args(["-c", "import websockets"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP: python3 with websockets is not installed (.ci/run installs it)");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = r#"
+import asyncio, sys, websockets
+async def echo(ws):
+    async for m in ws:
+        await ws.send(m)
+async def main(port):
+    async with websockets.serve(echo, "127.0.0.1", port, compression="deflate"):
+        print("ready", flush=True)
+        await asyncio.sleep(30)
+asyncio.run(main(int(sys.argv[1])))
+"#;
+    let mut server = Command::new("python3")
+        .args(["-c", script, &port.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = [0u8; 5];
+    server
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut ready)
+        .unwrap();
+    let result = fibr::run(async move {
+        let connector = Connector::new().config(Config {
+            deflate: Some(DeflateConfig::default()),
+            ..Config::default()
+        });
+        let (mut ws, res) = connector
+            .connect(&format!("ws://127.0.0.1:{port}/"))
+            .await?;
+        let ext = res.headers()["sec-websocket-extensions"].clone();
+        for i in 0..20 {
+            let text = format!("message {i} ").repeat(500);
+            ws.send(Message::text(text.clone())).await?;
+            assert_eq!(ws.recv().await.unwrap()?, Message::text(text));
+        }
+        ws.close(None).await?;
+        Ok::<_, fibr::ws::Error>(ext)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let ext = result.expect("the exchange");
+    assert!(
+        ext.to_str().unwrap().starts_with("permessage-deflate"),
+        "{ext:?}"
+    );
+}
+
+#[cfg(feature = "tls")]
+#[test]
+fn fibrs_client_over_wss() {
+    use common::pki::Pki;
+    use fibr::ws::Connector;
+    use std::sync::Arc;
+    let pki = Pki::new();
+    let leaf = pki.server(&["localhost"]);
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let port = listener.local_addr().unwrap().port();
+    let tls = Arc::new(pki.server_config(&leaf));
+    drop(fibr::spawn(async move {
+        let _ = fibr::serve(listener, app()).with_tls(tls).await;
+    }));
+    let client = Arc::new(pki.client_config());
+    let echoed = fibr::run(async move {
+        let connector = Connector::new().tls_config(client);
+        let (mut ws, _) = connector
+            .connect(&format!("wss://localhost:{port}/ws"))
+            .await?;
+        ws.send(Message::text("over tls")).await?;
+        ws.recv().await.unwrap()
+    })
+    .expect("the exchange over TLS");
+    assert_eq!(echoed, Message::text("over tls"));
+}

@@ -18,6 +18,8 @@ mod tests;
 
 pub use rustls;
 
+#[cfg(feature = "ws")]
+use crate::conn::Layer;
 use crate::conn::{Conn, Handler, Info, Shared};
 use rustls::pki_types::CertificateDer;
 use rustls::server::UnbufferedServerConnection;
@@ -241,7 +243,15 @@ impl Handler for TlsClient {
         use rustls::client::UnbufferedClientConnection;
         match UnbufferedClientConnection::new(self.config.clone(), self.name.clone()) {
             Ok(tls) => {
-                let session = Session::new(tls, Instant::now(), self.timeout);
+                let mut session = Session::new(tls, Instant::now(), self.timeout);
+                // The client speaks first: its ClientHello leaves before the layer is in
+                // place (what is sent before it goes out as it is).
+                let mut hello = Vec::new();
+                let started = Layer::receive(&mut session, &mut [], &mut hello, &mut |_| true);
+                if let Err(e) = started.and_then(|_| conn.send(&hello)) {
+                    tracing::debug!(error = %e, "could not start a TLS client session");
+                    return conn.close();
+                }
                 conn.inner
                     .start_layer(Box::new(session), self.inner.clone());
             }
