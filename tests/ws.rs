@@ -15,6 +15,8 @@ use fibr::ws::{close_code, CloseFrame, DeflateConfig, Message, WebSocket, WebSoc
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tungstenite::protocol::frame::coding::CloseCode as TCloseCode;
 use tungstenite::Message as TMessage;
@@ -259,7 +261,6 @@ asyncio.run(main(sys.argv[1]))
 fn wss_stays_under_fibrs_tls() {
     use common::pki::Pki;
     use fibr::tls::rustls;
-    use std::sync::Arc;
     let pki = Pki::new();
     let leaf = pki.server(&["localhost"]);
     let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
@@ -410,7 +411,6 @@ asyncio.run(main(int(sys.argv[1])))
 fn fibrs_client_over_wss() {
     use common::pki::Pki;
     use fibr::ws::Connector;
-    use std::sync::Arc;
     let pki = Pki::new();
     let leaf = pki.server(&["localhost"]);
     let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
@@ -430,4 +430,96 @@ fn fibrs_client_over_wss() {
     })
     .expect("the exchange over TLS");
     assert_eq!(echoed, Message::text("over tls"));
+}
+
+/// A server whose `/flood` sends 64 messages of 1 MiB as fast as `send` lets it, counting
+/// those sent, and whose `/sink` takes nothing for a second, then counts what it gets.
+fn limits_app(sent: Arc<AtomicUsize>, got: Arc<AtomicUsize>) -> Router {
+    Router::new()
+        .route(
+            "/flood",
+            get(move |ws: WebSocketUpgrade| async move {
+                ws.write_buffer_size(1 << 20)
+                    .on_upgrade(move |mut s: WebSocket| async move {
+                        for _ in 0..64 {
+                            if s.send(Message::binary(vec![1u8; 1 << 20])).await.is_err() {
+                                return;
+                            }
+                            sent.fetch_add(1, Ordering::SeqCst);
+                        }
+                        while s.recv().await.is_some() {}
+                    })
+            }),
+        )
+        .route(
+            "/sink",
+            get(move |ws: WebSocketUpgrade| async move {
+                ws.read_buffer_size(1 << 20)
+                    .on_upgrade(move |mut s: WebSocket| async move {
+                        fibr::time::sleep(Duration::from_secs(1)).await;
+                        while let Some(Ok(m)) = s.recv().await {
+                            if let Message::Binary(b) = m {
+                                got.fetch_add(b.len(), Ordering::SeqCst);
+                            }
+                        }
+                    })
+            }),
+        )
+}
+
+fn start_limits() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (sent, got) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let app = limits_app(sent.clone(), got.clone());
+    drop(fibr::spawn(async move {
+        let _ = fibr::serve(listener, app).await;
+    }));
+    (addr, sent, got)
+}
+
+#[test]
+fn send_waits_while_the_peer_does_not_read() {
+    let (addr, sent, _) = start_limits();
+    bounded(LIMIT, move || {
+        let mut ws = connect(addr, "/flood");
+        std::thread::sleep(Duration::from_millis(500));
+        // The write bound (1 MiB) and the sockets' buffers hold a few messages, not 64.
+        let early = sent.load(Ordering::SeqCst);
+        assert!(early < 32, "{early} MiB sent to a peer that read nothing");
+        for i in 0..64 {
+            match ws.read().unwrap() {
+                TMessage::Binary(b) => assert_eq!(b.len(), 1 << 20, "message {i}"),
+                other => panic!("message {i}: {other:?}"),
+            }
+        }
+        assert_eq!(sent.load(Ordering::SeqCst), 64, "all of them, once read");
+    });
+}
+
+#[test]
+fn reads_pause_while_the_application_takes_nothing() {
+    let (addr, _, got) = start_limits();
+    bounded(LIMIT, move || {
+        let mut ws = connect(addr, "/sink");
+        ws.get_mut()
+            .set_write_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut written = 0usize;
+        // Frames of 1 MiB until the socket stops taking them (the server holds its reads
+        // once 1 MiB of messages waits for the application).
+        while written < 64 << 20 && started.elapsed() < Duration::from_millis(700) {
+            match ws.send(TMessage::binary(vec![2u8; 1 << 20])) {
+                Ok(()) => written += 1 << 20,
+                Err(_) => break,
+            }
+        }
+        assert!(
+            written < 32 << 20,
+            "{} MiB taken while the application read nothing",
+            written >> 20
+        );
+    });
+    assert!(got.load(Ordering::SeqCst) <= 64 << 20);
 }
