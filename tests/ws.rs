@@ -1,13 +1,14 @@
 //! fibr's own WebSocket (`fibr::ws`) against peers we did not write, over 127.0.0.1:
 //! tungstenite (plain and over rustls: `wss://`, where the socket stays under fibr's TLS),
 //! Python's `websockets` (with permessage-deflate), and a hand-written client for what
-//! libraries will not send. axum's own extractor keeps working on the same server.
+//! libraries will not send. axum's own extractor keeps working on the same server. Over
+//! HTTP/2 (RFC 8441's extended CONNECT), Python's `h2` drives the stream by hand.
 
 #![cfg(all(feature = "ws", feature = "axum"))]
 
 mod common;
 
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::Router;
 use common::bounded;
 use fibr::net::TcpListener;
@@ -53,9 +54,10 @@ async fn axum_echo(mut socket: axum::extract::ws::WebSocket) {
 
 fn app() -> Router {
     Router::new()
+        // `any`: over HTTP/2 the handshake is a CONNECT.
         .route(
             "/ws",
-            get(|ws: WebSocketUpgrade| async move {
+            any(|ws: WebSocketUpgrade| async move {
                 ws.protocols(["chat", "superchat"])
                     .deflate(DeflateConfig::default())
                     .max_message_size(1 << 20)
@@ -522,4 +524,114 @@ fn reads_pause_while_the_application_takes_nothing() {
         );
     });
     assert!(got.load(Ordering::SeqCst) <= 64 << 20);
+}
+
+/// RFC 8441 by hand: the server's SETTINGS_ENABLE_CONNECT_PROTOCOL, a CONNECT with
+/// `:protocol: websocket`, a masked text frame in DATA and its echo, then the close
+/// handshake and the server's END_STREAM. Prints what it saw, one line each.
+const PY_H2_WS: &str = r#"
+import sys, socket, struct, os
+import h2.connection, h2.config, h2.events, h2.settings
+port, validate = int(sys.argv[1]), sys.argv[2] == "validate"
+s = socket.create_connection(("127.0.0.1", port)); s.settimeout(10)
+c = h2.connection.H2Connection(h2.config.H2Configuration(
+    client_side=True, header_encoding="utf-8", validate_outbound_headers=validate))
+c.initiate_connection(); s.sendall(c.data_to_send())
+def pump():
+    data = s.recv(65536)
+    if not data:
+        raise EOFError
+    evs = c.receive_data(data)
+    s.sendall(c.data_to_send())
+    return evs
+def frame(opcode, payload):
+    mask = os.urandom(4)
+    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body
+settings = None
+while settings is None:
+    for e in pump():
+        if isinstance(e, h2.events.RemoteSettingsChanged):
+            settings = e.changed_settings
+seen = settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL)
+print("enable_connect_protocol", seen.new_value if seen else None)
+c.send_headers(1, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+    (":path", "/ws"), (":authority", "127.0.0.1:%d" % port), ("sec-websocket-version", "13")])
+s.sendall(c.data_to_send())
+data, ended = b"", False
+def until(cond):
+    global data, ended
+    while not cond():
+        for e in pump():
+            if isinstance(e, h2.events.ResponseReceived):
+                h = dict(e.headers)
+                print("status", h[":status"], "sec-websocket-accept" in h)
+            elif isinstance(e, h2.events.DataReceived):
+                data += e.data
+                c.acknowledge_received_data(e.flow_controlled_length, 1)
+                s.sendall(c.data_to_send())
+            elif isinstance(e, h2.events.StreamEnded):
+                ended = True
+            elif isinstance(e, h2.events.StreamReset):
+                print("reset", e.error_code.name)
+                sys.exit(0)
+c.send_data(1, frame(1, b"hello")); s.sendall(c.data_to_send())
+until(lambda: len(data) >= 7)
+print("echo", data[:7].hex()); data = data[7:]
+c.send_data(1, frame(8, struct.pack("!H", 1000))); s.sendall(c.data_to_send())
+until(lambda: ended)
+print("close", data.hex(), "end_stream", ended)
+"#;
+
+fn start_h2(extended_connect: bool) -> SocketAddr {
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let mut cfg = fibr::http::ServerConfig::default();
+    cfg.http2.extended_connect = extended_connect;
+    drop(fibr::spawn(async move {
+        if let Err(e) = fibr::serve(listener, app()).with_config(cfg).await {
+            eprintln!("serve failed: {e}");
+        }
+    }));
+    addr
+}
+
+fn py_h2_ws(addr: SocketAddr, validate: bool) -> String {
+    let out = Command::new("timeout")
+        .args(["30", "python3", "-c", PY_H2_WS, &addr.port().to_string()])
+        .arg(if validate { "validate" } else { "raw" })
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "python h2 failed: {stderr}\n{stdout}");
+    stdout
+}
+
+#[test]
+fn a_websocket_over_h2c_with_extended_connect() {
+    let addr = start_h2(true);
+    bounded(LIMIT, move || {
+        assert_eq!(
+            py_h2_ws(addr, true),
+            "enable_connect_protocol 1\n\
+             status 200 False\n\
+             echo 810568656c6c6f\n\
+             close 880203e8 end_stream True\n"
+        );
+    });
+}
+
+#[test]
+fn protocol_is_refused_without_extended_connect() {
+    let addr = start_h2(false);
+    bounded(LIMIT, move || {
+        // Not advertised: `:protocol` is an unknown pseudo-header, the request malformed
+        // (RFC 9113 §8.1.1): the stream is reset and nothing is dispatched.
+        let out = py_h2_ws(addr, false);
+        assert!(
+            out.starts_with("enable_connect_protocol None\nreset PROTOCOL_ERROR\n"),
+            "{out}"
+        );
+    });
 }
