@@ -572,7 +572,8 @@ def until(cond):
                 s.sendall(c.data_to_send())
             elif isinstance(e, h2.events.StreamEnded):
                 ended = True
-            elif isinstance(e, h2.events.StreamReset):
+            elif isinstance(e, h2.events.StreamReset) and not ended:
+                # After END_STREAM, RST_STREAM(NO_ERROR) only stops our sending (§8.1).
                 print("reset", e.error_code.name)
                 sys.exit(0)
 c.send_data(1, frame(1, b"hello")); s.sendall(c.data_to_send())

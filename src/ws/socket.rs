@@ -510,12 +510,16 @@ pub(crate) fn start_stream<F, Fut>(
 }
 
 /// Feeds the request body's DATA to the machine, pausing while reads are held; its end
-/// ends the socket.
+/// ends the socket, and the socket's end (its output closed) ends the reading.
 async fn read_stream(shared: Arc<Shared>, output: Arc<StreamIo>, mut input: Incoming) {
     use http_body::Body as _;
     let err = loop {
-        std::future::poll_fn(|cx| output.poll_read_allowed(cx)).await;
-        match std::future::poll_fn(|cx| Pin::new(&mut input).poll_frame(cx)).await {
+        let next = std::future::poll_fn(|cx| match output.poll_input(cx) {
+            Poll::Ready(true) => Pin::new(&mut input).poll_frame(cx).map(Some),
+            Poll::Ready(false) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        });
+        match next.await.flatten() {
             None => break None,
             Some(Err(e)) => break Some(std::io::Error::other(e)),
             Some(Ok(frame)) => {

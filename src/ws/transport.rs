@@ -118,6 +118,7 @@ struct StreamState {
     drained: Option<Waker>,
     /// Reads are held (the inbox is full): the input task waits.
     held: bool,
+    /// The input task, woken when reads resume or the output closes.
     input: Option<Waker>,
 }
 
@@ -148,16 +149,24 @@ impl StreamIo {
         let mut st = self.lock();
         st.closed = true;
         wake(st.body.take());
+        wake(st.input.take());
     }
 
-    /// Ready while reads are not held.
-    pub(crate) fn poll_read_allowed(&self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Whether the input task reads on (`Pending` while reads are held); `false` once
+    /// the output is closed: the socket is done, and dropping the request body lets the
+    /// stream go (RST_STREAM(NO_ERROR) if the client is still sending).
+    pub(crate) fn poll_input(&self, cx: &mut Context<'_>) -> Poll<bool> {
         let mut st = self.lock();
-        if st.held {
+        if st.closed {
+            return Poll::Ready(false);
+        }
+        if !st.input.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             st.input = Some(cx.waker().clone());
+        }
+        if st.held {
             Poll::Pending
         } else {
-            Poll::Ready(())
+            Poll::Ready(true)
         }
     }
 }
@@ -241,6 +250,7 @@ impl Drop for UpgradeBody {
             let mut st = io.lock();
             st.closed = true;
             wake(st.drained.take());
+            wake(st.input.take());
         }
     }
 }
