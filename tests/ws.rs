@@ -440,7 +440,7 @@ fn limits_app(sent: Arc<AtomicUsize>, got: Arc<AtomicUsize>) -> Router {
     Router::new()
         .route(
             "/flood",
-            get(move |ws: WebSocketUpgrade| async move {
+            any(move |ws: WebSocketUpgrade| async move {
                 ws.write_buffer_size(1 << 20)
                     .on_upgrade(move |mut s: WebSocket| async move {
                         for _ in 0..64 {
@@ -526,13 +526,13 @@ fn reads_pause_while_the_application_takes_nothing() {
     assert!(got.load(Ordering::SeqCst) <= 64 << 20);
 }
 
-/// RFC 8441 by hand: the server's SETTINGS_ENABLE_CONNECT_PROTOCOL, a CONNECT with
-/// `:protocol: websocket`, a masked text frame in DATA and its echo, then the close
-/// handshake and the server's END_STREAM. Prints what it saw, one line each.
+/// RFC 8441 by hand with Python's `h2`: the server's SETTINGS_ENABLE_CONNECT_PROTOCOL, a
+/// CONNECT with `:protocol: websocket` to `argv[3]`, and helpers to send masked frames and
+/// read DATA (acknowledged, so the windows reopen). Prints what it saw, one line each.
 const PY_H2_WS: &str = r#"
-import sys, socket, struct, os
+import sys, socket, struct, os, time
 import h2.connection, h2.config, h2.events, h2.settings
-port, validate = int(sys.argv[1]), sys.argv[2] == "validate"
+port, validate, path = int(sys.argv[1]), sys.argv[2] == "validate", sys.argv[3]
 s = socket.create_connection(("127.0.0.1", port)); s.settimeout(10)
 c = h2.connection.H2Connection(h2.config.H2Configuration(
     client_side=True, header_encoding="utf-8", validate_outbound_headers=validate))
@@ -544,10 +544,11 @@ def pump():
     evs = c.receive_data(data)
     s.sendall(c.data_to_send())
     return evs
-def frame(opcode, payload):
+def send(opcode, payload):
     mask = os.urandom(4)
     body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body
+    c.send_data(1, bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body)
+    s.sendall(c.data_to_send())
 settings = None
 while settings is None:
     for e in pump():
@@ -556,16 +557,17 @@ while settings is None:
 seen = settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL)
 print("enable_connect_protocol", seen.new_value if seen else None)
 c.send_headers(1, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
-    (":path", "/ws"), (":authority", "127.0.0.1:%d" % port), ("sec-websocket-version", "13")])
+    (":path", path), (":authority", "127.0.0.1:%d" % port), ("sec-websocket-version", "13")])
 s.sendall(c.data_to_send())
-data, ended = b"", False
+data, ended, status = bytearray(), False, None
 def until(cond):
-    global data, ended
+    global data, ended, status
     while not cond():
         for e in pump():
             if isinstance(e, h2.events.ResponseReceived):
                 h = dict(e.headers)
-                print("status", h[":status"], "sec-websocket-accept" in h)
+                status = h[":status"]
+                print("status", status, "sec-websocket-accept" in h)
             elif isinstance(e, h2.events.DataReceived):
                 data += e.data
                 c.acknowledge_received_data(e.flow_controlled_length, 1)
@@ -576,12 +578,25 @@ def until(cond):
                 # After END_STREAM, RST_STREAM(NO_ERROR) only stops our sending (§8.1).
                 print("reset", e.error_code.name)
                 sys.exit(0)
-c.send_data(1, frame(1, b"hello")); s.sendall(c.data_to_send())
+"#;
+
+/// An echo and the close handshake, after [`PY_H2_WS`].
+const PY_H2_ECHO: &str = r#"
+send(1, b"hello")
 until(lambda: len(data) >= 7)
 print("echo", data[:7].hex()); data = data[7:]
-c.send_data(1, frame(8, struct.pack("!H", 1000))); s.sendall(c.data_to_send())
+send(8, struct.pack("!H", 1000))
 until(lambda: ended)
 print("close", data.hex(), "end_stream", ended)
+"#;
+
+/// After [`PY_H2_WS`]: reads nothing for a while (the windows close), then all of
+/// `/flood`'s 64 binary messages of 1 MiB (a 10-byte frame header each).
+const PY_H2_DRAIN: &str = r#"
+until(lambda: status)
+time.sleep(1.5)
+until(lambda: len(data) >= 64 * ((1 << 20) + 10))
+print("read", len(data))
 "#;
 
 fn start_h2(extended_connect: bool) -> SocketAddr {
@@ -597,10 +612,11 @@ fn start_h2(extended_connect: bool) -> SocketAddr {
     addr
 }
 
-fn py_h2_ws(addr: SocketAddr, validate: bool) -> String {
+fn py_h2_ws(addr: SocketAddr, validate: bool, path: &str, tail: &str) -> String {
+    let script = format!("{PY_H2_WS}{tail}");
     let out = Command::new("timeout")
-        .args(["30", "python3", "-c", PY_H2_WS, &addr.port().to_string()])
-        .arg(if validate { "validate" } else { "raw" })
+        .args(["30", "python3", "-c", &script, &addr.port().to_string()])
+        .args([if validate { "validate" } else { "raw" }, path])
         .output()
         .expect("python3");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -614,7 +630,7 @@ fn a_websocket_over_h2c_with_extended_connect() {
     let addr = start_h2(true);
     bounded(LIMIT, move || {
         assert_eq!(
-            py_h2_ws(addr, true),
+            py_h2_ws(addr, true, "/ws", PY_H2_ECHO),
             "enable_connect_protocol 1\n\
              status 200 False\n\
              echo 810568656c6c6f\n\
@@ -629,10 +645,31 @@ fn protocol_is_refused_without_extended_connect() {
     bounded(LIMIT, move || {
         // Not advertised: `:protocol` is an unknown pseudo-header, the request malformed
         // (RFC 9113 §8.1.1): the stream is reset and nothing is dispatched.
-        let out = py_h2_ws(addr, false);
+        let out = py_h2_ws(addr, false, "/ws", PY_H2_ECHO);
         assert!(
             out.starts_with("enable_connect_protocol None\nreset PROTOCOL_ERROR\n"),
             "{out}"
         );
+    });
+}
+
+#[test]
+fn over_h2_send_waits_while_the_peer_does_not_read() {
+    let (addr, sent, _) = start_limits();
+    bounded(LIMIT, move || {
+        let client = std::thread::spawn(move || py_h2_ws(addr, true, "/flood", PY_H2_DRAIN));
+        std::thread::sleep(Duration::from_millis(1000));
+        // The stream's window (64 KiB) and the write bound (1 MiB) hold a message or two.
+        let early = sent.load(Ordering::SeqCst);
+        assert!(early < 4, "{early} MiB sent to a peer that read nothing");
+        let out = client.join().unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "enable_connect_protocol 1\nstatus 200 False\nread {}\n",
+                64 * ((1 << 20) + 10)
+            )
+        );
+        assert_eq!(sent.load(Ordering::SeqCst), 64, "all of them, once read");
     });
 }
