@@ -455,7 +455,7 @@ fn limits_app(sent: Arc<AtomicUsize>, got: Arc<AtomicUsize>) -> Router {
         )
         .route(
             "/sink",
-            get(move |ws: WebSocketUpgrade| async move {
+            any(move |ws: WebSocketUpgrade| async move {
                 ws.read_buffer_size(1 << 20)
                     .on_upgrade(move |mut s: WebSocket| async move {
                         fibr::time::sleep(Duration::from_secs(1)).await;
@@ -474,8 +474,12 @@ fn start_limits() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
     let addr = listener.local_addr().unwrap();
     let app = limits_app(sent.clone(), got.clone());
+    // Wide HTTP/2 windows, so that only the WebSocket's own bounds hold a stream back.
+    let mut cfg = fibr::http::ServerConfig::default();
+    cfg.http2.initial_stream_window = 16 << 20;
+    cfg.http2.initial_connection_window = 64 << 20;
     drop(fibr::spawn(async move {
-        let _ = fibr::serve(listener, app).await;
+        let _ = fibr::serve(listener, app).with_config(cfg).await;
     }));
     (addr, sent, got)
 }
@@ -598,6 +602,27 @@ time.sleep(1.5)
 until(lambda: len(data) >= 64 * ((1 << 20) + 10))
 print("read", len(data))
 "#;
+/// After [`PY_H2_WS`]: binary messages of 1 MiB (mask 0, for speed) as fast as the
+/// windows let them out, for 0.7 s (or 64 MiB); then how many KiB went.
+const PY_H2_FLOOD: &str = r#"
+until(lambda: status)
+msg = bytes([0x82, 0xff]) + struct.pack("!Q", 1 << 20) + bytes(4) + b"\x02" * (1 << 20)
+pending, sent, start = b"", 0, time.time()
+s.settimeout(0.05)
+while time.time() - start < 0.7 and sent < 64 << 20:
+    if not pending:
+        pending = msg
+    n = min(c.local_flow_control_window(1), c.max_outbound_frame_size, len(pending))
+    if n > 0:
+        c.send_data(1, pending[:n]); pending = pending[n:]; sent += n
+        s.sendall(c.data_to_send())
+    else:
+        try:
+            pump()
+        except socket.timeout:
+            pass
+print("sent", sent >> 10)
+"#;
 
 fn start_h2(extended_connect: bool) -> SocketAddr {
     let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
@@ -659,7 +684,7 @@ fn over_h2_send_waits_while_the_peer_does_not_read() {
     bounded(LIMIT, move || {
         let client = std::thread::spawn(move || py_h2_ws(addr, true, "/flood", PY_H2_DRAIN));
         std::thread::sleep(Duration::from_millis(1000));
-        // The stream's window (64 KiB) and the write bound (1 MiB) hold a message or two.
+        // The sockets' buffers and the write bound (1 MiB) hold a message or two.
         let early = sent.load(Ordering::SeqCst);
         assert!(early < 4, "{early} MiB sent to a peer that read nothing");
         let out = client.join().unwrap();
@@ -672,4 +697,23 @@ fn over_h2_send_waits_while_the_peer_does_not_read() {
         );
         assert_eq!(sent.load(Ordering::SeqCst), 64, "all of them, once read");
     });
+}
+
+#[test]
+fn over_h2_reads_pause_while_the_application_takes_nothing() {
+    let (addr, _, got) = start_limits();
+    bounded(LIMIT, move || {
+        let out = py_h2_ws(addr, true, "/sink", PY_H2_FLOOD);
+        let kib: usize = out
+            .strip_prefix("enable_connect_protocol 1\nstatus 200 False\nsent ")
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{out}"));
+        // Held reads stop crediting the stream's window: the 1 MiB read bound and the
+        // 16 MiB window, not the 64 MiB that 0.7 s of sending carries unheld.
+        assert!(
+            kib < 32 << 10,
+            "{kib} KiB taken while the application read nothing"
+        );
+    });
+    assert!(got.load(Ordering::SeqCst) <= 64 << 20);
 }
