@@ -271,6 +271,37 @@ mod tests {
     }
 
     #[test]
+    fn an_extended_connect_is_checked_and_answered_200() {
+        use WebSocketUpgradeRejection as R;
+        let ws = crate::http::Protocol::from_token(b"websocket");
+        let other = crate::http::Protocol::from_token(b"webtransport");
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        assert_eq!(check_extended_connect(&h, ws.as_ref()), Ok(()));
+        assert_eq!(
+            check_extended_connect(&h, other.as_ref()),
+            Err(R::InvalidProtocolPseudoheader)
+        );
+        assert_eq!(
+            check_extended_connect(&h, None),
+            Err(R::InvalidProtocolPseudoheader)
+        );
+        h.insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("8"));
+        assert_eq!(
+            check_extended_connect(&h, ws.as_ref()),
+            Err(R::InvalidWebSocketVersionHeader)
+        );
+        let chat = HeaderValue::from_static("chat");
+        let res = accepting_response(None, Some(&chat), None, ());
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.headers().len(), 1, "{:?}", res.headers());
+        assert_eq!(res.headers()[header::SEC_WEBSOCKET_PROTOCOL], "chat");
+    }
+
+    #[test]
     fn protocols_are_read_from_every_line_in_order() {
         let mut h = HeaderMap::new();
         h.append(
