@@ -52,8 +52,9 @@ enum Via {
     Stream(Incoming),
 }
 
-/// Checks that `req` asks for a WebSocket (RFC 6455 §4.2.1) and came through a fibr
-/// server that can switch its connection.
+/// Checks that `req` asks for a WebSocket (RFC 6455 §4.2.1, or over HTTP/2 RFC 8441 §5's
+/// extended CONNECT) and came through a fibr server that can switch its connection (or
+/// hand over its stream).
 pub fn upgrade<B>(req: &mut Request<B>) -> Result<Upgrade, WebSocketUpgradeRejection> {
     // Out and back, to lend the head and the extensions at once (an empty map is free).
     let mut extensions = std::mem::take(req.extensions_mut());
