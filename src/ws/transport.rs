@@ -55,9 +55,12 @@ impl Transport {
         match self {
             Transport::Conn(c) => c.resume_reads(),
             Transport::Stream(s) => {
-                let mut st = s.lock();
-                st.held = false;
-                wake(st.input.take());
+                let input = {
+                    let mut st = s.lock();
+                    st.held = false;
+                    st.input.take()
+                };
+                wake(input);
             }
         }
     }
@@ -76,11 +79,12 @@ impl Transport {
             Transport::Conn(c) => c.wake_when_drained(),
             Transport::Stream(s) => {
                 let mut st = s.lock();
-                if st.queued <= s.write_limit {
-                    waker.wake_by_ref();
-                } else {
+                if st.queued > s.write_limit {
                     st.drained = Some(waker.clone());
+                    return;
                 }
+                drop(st);
+                waker.wake_by_ref();
             }
         }
     }
@@ -93,6 +97,7 @@ impl Transport {
     }
 }
 
+/// Wakes outside the stream's lock (a waker may run its task's poll at once).
 fn wake(w: Option<Waker>) {
     if let Some(w) = w {
         w.wake();
@@ -141,15 +146,20 @@ impl StreamIo {
         }
         st.queued += data.len();
         st.out.push_back(Bytes::copy_from_slice(data));
-        wake(st.body.take());
+        let body = st.body.take();
+        drop(st);
+        wake(body);
         Ok(())
     }
 
     fn close(&self) {
-        let mut st = self.lock();
-        st.closed = true;
-        wake(st.body.take());
-        wake(st.input.take());
+        let (body, input) = {
+            let mut st = self.lock();
+            st.closed = true;
+            (st.body.take(), st.input.take())
+        };
+        wake(body);
+        wake(input);
     }
 
     /// Whether the input task reads on (`Pending` while reads are held); `false` once
@@ -216,9 +226,10 @@ impl Body for UpgradeBody {
         let mut st = io.lock();
         if let Some(data) = st.out.pop_front() {
             st.queued -= data.len();
-            if st.queued <= io.write_limit {
-                wake(st.drained.take());
-            }
+            let under = st.queued <= io.write_limit;
+            let drained = st.drained.take_if(|_| under);
+            drop(st);
+            wake(drained);
             return Poll::Ready(Some(Ok(Frame::data(data))));
         }
         if st.closed {
@@ -247,10 +258,13 @@ impl Drop for UpgradeBody {
     /// The stream is gone (answered, reset or its connection closed): sends fail.
     fn drop(&mut self) {
         if let Some(io) = &self.stream {
-            let mut st = io.lock();
-            st.closed = true;
-            wake(st.drained.take());
-            wake(st.input.take());
+            let (drained, input) = {
+                let mut st = io.lock();
+                st.closed = true;
+                (st.drained.take(), st.input.take())
+            };
+            wake(drained);
+            wake(input);
         }
     }
 }
