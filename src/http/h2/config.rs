@@ -54,8 +54,9 @@ pub struct Http2Config {
     /// forever.
     pub window_stall_timeout: Option<Duration>,
     /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441): accept extended CONNECT (a `:protocol`
-    /// pseudo-header), which is how a WebSocket opens over HTTP/2. On by default with
-    /// feature `ws`, which takes such a stream (`fibr::ws`).
+    /// pseudo-header), which is how a WebSocket opens over HTTP/2. The request carries a
+    /// `fibr::http::Protocol`; with feature `ws` (where this is on by default) its body
+    /// is kept for `fibr::ws`, which takes the stream, and the service's own is empty.
     pub extended_connect: bool,
 }
 
