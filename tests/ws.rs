@@ -1,13 +1,14 @@
 //! fibr's own WebSocket (`fibr::ws`) against peers we did not write, over 127.0.0.1:
 //! tungstenite (plain and over rustls: `wss://`, where the socket stays under fibr's TLS),
 //! Python's `websockets` (with permessage-deflate), and a hand-written client for what
-//! libraries will not send. axum's own extractor keeps working on the same server.
+//! libraries will not send. axum's own extractor keeps working on the same server. Over
+//! HTTP/2 (RFC 8441's extended CONNECT), Python's `h2` drives the stream by hand.
 
 #![cfg(all(feature = "ws", feature = "axum"))]
 
 mod common;
 
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::Router;
 use common::bounded;
 use fibr::net::TcpListener;
@@ -53,9 +54,10 @@ async fn axum_echo(mut socket: axum::extract::ws::WebSocket) {
 
 fn app() -> Router {
     Router::new()
+        // `any`: over HTTP/2 the handshake is a CONNECT.
         .route(
             "/ws",
-            get(|ws: WebSocketUpgrade| async move {
+            any(|ws: WebSocketUpgrade| async move {
                 ws.protocols(["chat", "superchat"])
                     .deflate(DeflateConfig::default())
                     .max_message_size(1 << 20)
@@ -438,7 +440,7 @@ fn limits_app(sent: Arc<AtomicUsize>, got: Arc<AtomicUsize>) -> Router {
     Router::new()
         .route(
             "/flood",
-            get(move |ws: WebSocketUpgrade| async move {
+            any(move |ws: WebSocketUpgrade| async move {
                 ws.write_buffer_size(1 << 20)
                     .on_upgrade(move |mut s: WebSocket| async move {
                         for _ in 0..64 {
@@ -453,7 +455,7 @@ fn limits_app(sent: Arc<AtomicUsize>, got: Arc<AtomicUsize>) -> Router {
         )
         .route(
             "/sink",
-            get(move |ws: WebSocketUpgrade| async move {
+            any(move |ws: WebSocketUpgrade| async move {
                 ws.read_buffer_size(1 << 20)
                     .on_upgrade(move |mut s: WebSocket| async move {
                         fibr::time::sleep(Duration::from_secs(1)).await;
@@ -472,8 +474,12 @@ fn start_limits() -> (SocketAddr, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
     let addr = listener.local_addr().unwrap();
     let app = limits_app(sent.clone(), got.clone());
+    // Wide HTTP/2 windows, so that only the WebSocket's own bounds hold a stream back.
+    let mut cfg = fibr::http::ServerConfig::default();
+    cfg.http2.initial_stream_window = 16 << 20;
+    cfg.http2.initial_connection_window = 64 << 20;
     drop(fibr::spawn(async move {
-        let _ = fibr::serve(listener, app).await;
+        let _ = fibr::serve(listener, app).with_config(cfg).await;
     }));
     (addr, sent, got)
 }
@@ -519,6 +525,194 @@ fn reads_pause_while_the_application_takes_nothing() {
             written < 32 << 20,
             "{} MiB taken while the application read nothing",
             written >> 20
+        );
+    });
+    assert!(got.load(Ordering::SeqCst) <= 64 << 20);
+}
+
+/// RFC 8441 by hand with Python's `h2`: the server's SETTINGS_ENABLE_CONNECT_PROTOCOL, a
+/// CONNECT with `:protocol: websocket` to `argv[3]`, and helpers to send masked frames and
+/// read DATA (acknowledged, so the windows reopen). Prints what it saw, one line each.
+const PY_H2_WS: &str = r#"
+import sys, socket, struct, os, time
+import h2.connection, h2.config, h2.events, h2.settings
+port, validate, path = int(sys.argv[1]), sys.argv[2] == "validate", sys.argv[3]
+s = socket.create_connection(("127.0.0.1", port)); s.settimeout(10)
+c = h2.connection.H2Connection(h2.config.H2Configuration(
+    client_side=True, header_encoding="utf-8", validate_outbound_headers=validate))
+c.initiate_connection(); s.sendall(c.data_to_send())
+def pump():
+    data = s.recv(65536)
+    if not data:
+        raise EOFError
+    evs = c.receive_data(data)
+    s.sendall(c.data_to_send())
+    return evs
+def send(opcode, payload):
+    mask = os.urandom(4)
+    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    c.send_data(1, bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body)
+    s.sendall(c.data_to_send())
+settings = None
+while settings is None:
+    for e in pump():
+        if isinstance(e, h2.events.RemoteSettingsChanged):
+            settings = e.changed_settings
+seen = settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL)
+print("enable_connect_protocol", seen.new_value if seen else None)
+c.send_headers(1, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+    (":path", path), (":authority", "127.0.0.1:%d" % port), ("sec-websocket-version", "13")])
+s.sendall(c.data_to_send())
+data, ended, status = bytearray(), False, None
+def until(cond):
+    global data, ended, status
+    while not cond():
+        for e in pump():
+            if isinstance(e, h2.events.ResponseReceived):
+                h = dict(e.headers)
+                status = h[":status"]
+                print("status", status, "sec-websocket-accept" in h)
+            elif isinstance(e, h2.events.DataReceived):
+                data += e.data
+                c.acknowledge_received_data(e.flow_controlled_length, 1)
+                s.sendall(c.data_to_send())
+            elif isinstance(e, h2.events.StreamEnded):
+                ended = True
+            elif isinstance(e, h2.events.StreamReset) and not ended:
+                # After END_STREAM, RST_STREAM(NO_ERROR) only stops our sending (§8.1).
+                print("reset", e.error_code.name)
+                sys.exit(0)
+"#;
+
+/// An echo and the close handshake, after [`PY_H2_WS`].
+const PY_H2_ECHO: &str = r#"
+send(1, b"hello")
+until(lambda: len(data) >= 7)
+print("echo", data[:7].hex()); data = data[7:]
+send(8, struct.pack("!H", 1000))
+until(lambda: ended)
+print("close", data.hex(), "end_stream", ended)
+"#;
+
+/// After [`PY_H2_WS`]: reads nothing for a while (the windows close), then all of
+/// `/flood`'s 64 binary messages of 1 MiB (a 10-byte frame header each).
+const PY_H2_DRAIN: &str = r#"
+until(lambda: status)
+time.sleep(1.5)
+until(lambda: len(data) >= 64 * ((1 << 20) + 10))
+print("read", len(data))
+"#;
+/// After [`PY_H2_WS`]: binary messages of 1 MiB (mask 0, for speed) as fast as the
+/// windows let them out, for 0.7 s (or 64 MiB); then how many KiB went.
+const PY_H2_FLOOD: &str = r#"
+until(lambda: status)
+msg = bytes([0x82, 0xff]) + struct.pack("!Q", 1 << 20) + bytes(4) + b"\x02" * (1 << 20)
+pending, sent, start = b"", 0, time.time()
+s.settimeout(0.05)
+while time.time() - start < 0.7 and sent < 64 << 20:
+    if not pending:
+        pending = msg
+    n = min(c.local_flow_control_window(1), c.max_outbound_frame_size, len(pending))
+    if n > 0:
+        c.send_data(1, pending[:n]); pending = pending[n:]; sent += n
+        s.sendall(c.data_to_send())
+    else:
+        try:
+            pump()
+        except socket.timeout:
+            pass
+print("sent", sent >> 10)
+"#;
+
+fn start_h2(extended_connect: bool) -> SocketAddr {
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let mut cfg = fibr::http::ServerConfig::default();
+    cfg.http2.extended_connect = extended_connect;
+    drop(fibr::spawn(async move {
+        if let Err(e) = fibr::serve(listener, app()).with_config(cfg).await {
+            eprintln!("serve failed: {e}");
+        }
+    }));
+    addr
+}
+
+fn py_h2_ws(addr: SocketAddr, validate: bool, path: &str, tail: &str) -> String {
+    let script = format!("{PY_H2_WS}{tail}");
+    let out = Command::new("timeout")
+        .args(["30", "python3", "-c", &script, &addr.port().to_string()])
+        .args([if validate { "validate" } else { "raw" }, path])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "python h2 failed: {stderr}\n{stdout}");
+    stdout
+}
+
+#[test]
+fn a_websocket_over_h2c_with_extended_connect() {
+    let addr = start_h2(true);
+    bounded(LIMIT, move || {
+        assert_eq!(
+            py_h2_ws(addr, true, "/ws", PY_H2_ECHO),
+            "enable_connect_protocol 1\n\
+             status 200 False\n\
+             echo 810568656c6c6f\n\
+             close 880203e8 end_stream True\n"
+        );
+    });
+}
+
+#[test]
+fn protocol_is_refused_without_extended_connect() {
+    let addr = start_h2(false);
+    bounded(LIMIT, move || {
+        // Not advertised: `:protocol` is an unknown pseudo-header, the request malformed
+        // (RFC 9113 §8.1.1): the stream is reset and nothing is dispatched.
+        let out = py_h2_ws(addr, false, "/ws", PY_H2_ECHO);
+        assert!(
+            out.starts_with("enable_connect_protocol None\nreset PROTOCOL_ERROR\n"),
+            "{out}"
+        );
+    });
+}
+
+#[test]
+fn over_h2_send_waits_while_the_peer_does_not_read() {
+    let (addr, sent, _) = start_limits();
+    bounded(LIMIT, move || {
+        let client = std::thread::spawn(move || py_h2_ws(addr, true, "/flood", PY_H2_DRAIN));
+        std::thread::sleep(Duration::from_millis(1000));
+        // The sockets' buffers and the write bound (1 MiB) hold a message or two.
+        let early = sent.load(Ordering::SeqCst);
+        assert!(early < 4, "{early} MiB sent to a peer that read nothing");
+        let out = client.join().unwrap();
+        assert_eq!(
+            out,
+            format!(
+                "enable_connect_protocol 1\nstatus 200 False\nread {}\n",
+                64 * ((1 << 20) + 10)
+            )
+        );
+        assert_eq!(sent.load(Ordering::SeqCst), 64, "all of them, once read");
+    });
+}
+
+#[test]
+fn over_h2_reads_pause_while_the_application_takes_nothing() {
+    let (addr, _, got) = start_limits();
+    bounded(LIMIT, move || {
+        let out = py_h2_ws(addr, true, "/sink", PY_H2_FLOOD);
+        let kib: usize = out
+            .strip_prefix("enable_connect_protocol 1\nstatus 200 False\nsent ")
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{out}"));
+        // Held reads stop crediting the stream's window: the 1 MiB read bound and the
+        // 16 MiB window, not the 64 MiB that 0.7 s of sending carries unheld.
+        assert!(
+            kib < 32 << 10,
+            "{kib} KiB taken while the application read nothing"
         );
     });
     assert!(got.load(Ordering::SeqCst) <= 64 << 20);

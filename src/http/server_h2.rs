@@ -84,6 +84,15 @@ where
         };
         let deadline = grpc_timeout(&head.headers).map(|t| round_clock().now + t);
         let mut req = Request::new(incoming);
+        if let Some(protocol) = head.protocol {
+            req.extensions_mut().insert(protocol);
+            #[cfg(feature = "ws")]
+            {
+                let input = std::mem::replace(req.body_mut(), Incoming::empty());
+                req.extensions_mut()
+                    .insert(super::switch::Tunnel::new(input));
+            }
+        }
         *req.method_mut() = head.method;
         *req.uri_mut() = head.uri;
         *req.version_mut() = Version::HTTP_2;
@@ -398,6 +407,7 @@ impl H2cUpgrade {
             uri: h1.uri,
             headers,
             content_length: None,
+            protocol: None,
         };
         Some(H2cUpgrade {
             head,

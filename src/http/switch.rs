@@ -36,3 +36,20 @@ pub(crate) struct Switched {
     /// not, the connection is not registered yet and its `on_open` comes first.
     pub in_round: bool,
 }
+
+/// An extended CONNECT's stream (RFC 8441), for the protocol that takes it (a request
+/// extension): the request body is the tunnel's input, moved here so that the service's
+/// own body is empty. It is the same channel: the machine still counts what is read.
+#[derive(Clone)]
+pub(crate) struct Tunnel(Arc<Mutex<Option<crate::http::Incoming>>>);
+
+impl Tunnel {
+    pub(crate) fn new(input: crate::http::Incoming) -> Tunnel {
+        Tunnel(Arc::new(Mutex::new(Some(input))))
+    }
+
+    /// The tunnel's input, for the one that takes it.
+    pub(crate) fn take(&self) -> Option<crate::http::Incoming> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}

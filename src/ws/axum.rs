@@ -74,15 +74,14 @@ impl WebSocketUpgrade {
         self
     }
 
-    /// The `101` response; once it is written, `callback` runs with the socket on the
-    /// connection's own rounds.
+    /// The `101` response (`200` over HTTP/2); once it is written, `callback` runs with
+    /// the socket (see [`Upgrade::on_upgrade`]).
     pub fn on_upgrade<F, Fut>(self, callback: F) -> Response
     where
         F: FnOnce(WebSocket) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.upgrade
-            .on_upgrade_with(callback, axum::body::Body::empty())
+        self.upgrade.on_upgrade(callback).map(axum::body::Body::new)
     }
 }
 
@@ -90,8 +89,12 @@ impl<S: Send + Sync> FromRequestParts<S> for WebSocketUpgrade {
     type Rejection = WebSocketUpgradeRejection;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let switch = parts.extensions.remove();
-        let upgrade = Upgrade::from_request(&parts.method, parts.version, &parts.headers, switch)?;
+        let upgrade = Upgrade::from_request(
+            &parts.method,
+            parts.version,
+            &parts.headers,
+            &mut parts.extensions,
+        )?;
         Ok(WebSocketUpgrade { upgrade })
     }
 }

@@ -43,6 +43,8 @@ pub enum WebSocketUpgradeRejection {
     WebSocketKeyHeaderMissing,
     /// The request did not come through a fibr server that can switch it (426).
     ConnectionNotUpgradable,
+    /// An HTTP/2 extended CONNECT whose `:protocol` is not `websocket` (400).
+    InvalidProtocolPseudoheader,
 }
 
 impl WebSocketUpgradeRejection {
@@ -81,6 +83,9 @@ impl WebSocketUpgradeRejection {
             Self::ConnectionNotUpgradable => {
                 "WebSocket request couldn't be upgraded since no upgrade state was present"
             }
+            Self::InvalidProtocolPseudoheader => {
+                "`:protocol` pseudo-header did not include 'websocket'"
+            }
         }
     }
 }
@@ -112,16 +117,33 @@ pub(crate) fn check_request(
     if !has_token(headers, &header::UPGRADE, "websocket") {
         return Err(R::InvalidUpgradeHeader);
     }
-    if headers
-        .get(header::SEC_WEBSOCKET_VERSION)
-        .is_none_or(|v| v.as_bytes() != b"13")
-    {
-        return Err(R::InvalidWebSocketVersionHeader);
-    }
+    check_version(headers)?;
     headers
         .get(header::SEC_WEBSOCKET_KEY)
         .cloned()
         .ok_or(R::WebSocketKeyHeaderMissing)
+}
+
+/// RFC 8441 §5's checks of an HTTP/2 extended CONNECT (method and version checked by
+/// the caller): `:protocol` `websocket` and version 13; there is no key.
+pub(crate) fn check_extended_connect(
+    headers: &HeaderMap,
+    protocol: Option<&crate::http::Protocol>,
+) -> Result<(), WebSocketUpgradeRejection> {
+    if !protocol.is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket")) {
+        return Err(WebSocketUpgradeRejection::InvalidProtocolPseudoheader);
+    }
+    check_version(headers)
+}
+
+fn check_version(headers: &HeaderMap) -> Result<(), WebSocketUpgradeRejection> {
+    if headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .is_none_or(|v| v.as_bytes() != b"13")
+    {
+        return Err(WebSocketUpgradeRejection::InvalidWebSocketVersionHeader);
+    }
+    Ok(())
 }
 
 /// Whether a comma-separated header holds `token` (case-insensitive), in any of its lines.
@@ -153,19 +175,23 @@ pub(crate) fn extension_lines(headers: &HeaderMap) -> impl Iterator<Item = &str>
         .filter_map(|v| v.to_str().ok())
 }
 
-/// The `101` a server answers with.
-pub(crate) fn switching_response<B>(
-    key: &HeaderValue,
+/// The answer a server gives: with the request's key (HTTP/1.1) a `101`; without
+/// (HTTP/2's extended CONNECT, RFC 8441 §5) a `200`, the stream being the tunnel.
+pub(crate) fn accepting_response<B>(
+    key: Option<&HeaderValue>,
     protocol: Option<&HeaderValue>,
     extensions: Option<String>,
     body: B,
 ) -> http::Response<B> {
     let mut res = http::Response::new(body);
-    *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let h = res.headers_mut();
-    h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(header::SEC_WEBSOCKET_ACCEPT, accept_key(key.as_bytes()));
+    if let Some(key) = key {
+        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert(header::SEC_WEBSOCKET_ACCEPT, accept_key(key.as_bytes()));
+        *res.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    }
+    let h = res.headers_mut();
     if let Some(p) = protocol {
         h.insert(header::SEC_WEBSOCKET_PROTOCOL, p.clone());
     }
@@ -242,6 +268,37 @@ mod tests {
             let res: http::Response<String> = want.into_response();
             assert_eq!(res.status(), want.status());
         }
+    }
+
+    #[test]
+    fn an_extended_connect_is_checked_and_answered_200() {
+        use WebSocketUpgradeRejection as R;
+        let ws = crate::http::Protocol::from_token(b"websocket");
+        let other = crate::http::Protocol::from_token(b"webtransport");
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        assert_eq!(check_extended_connect(&h, ws.as_ref()), Ok(()));
+        assert_eq!(
+            check_extended_connect(&h, other.as_ref()),
+            Err(R::InvalidProtocolPseudoheader)
+        );
+        assert_eq!(
+            check_extended_connect(&h, None),
+            Err(R::InvalidProtocolPseudoheader)
+        );
+        h.insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("8"));
+        assert_eq!(
+            check_extended_connect(&h, ws.as_ref()),
+            Err(R::InvalidWebSocketVersionHeader)
+        );
+        let chat = HeaderValue::from_static("chat");
+        let res = accepting_response(None, Some(&chat), None, ());
+        assert_eq!(res.status(), StatusCode::OK);
+        assert_eq!(res.headers().len(), 1, "{:?}", res.headers());
+        assert_eq!(res.headers()[header::SEC_WEBSOCKET_PROTOCOL], "chat");
     }
 
     #[test]

@@ -33,6 +33,7 @@ mod message;
 mod oneshot;
 pub(crate) mod proto;
 mod socket;
+mod transport;
 mod upgrade;
 
 #[cfg(feature = "axum")]
@@ -42,6 +43,7 @@ pub use handshake::WebSocketUpgradeRejection;
 pub use message::{close_code, CloseCode, CloseFrame, Message, Utf8Bytes};
 pub use proto::deflate::DeflateConfig;
 pub use socket::WebSocket;
+pub use transport::UpgradeBody;
 pub use upgrade::{upgrade, Upgrade, Upgrading};
 
 use std::fmt;

@@ -10,8 +10,10 @@
 
 use super::message::Message;
 use super::proto::{self, Machine, Role, State};
+use super::transport::{StreamIo, Transport};
 use super::{Config, Error};
 use crate::http::switch::Switched;
+use crate::http::Incoming;
 use crate::{Conn, Handler};
 use bytes::Bytes;
 use http::HeaderValue;
@@ -27,7 +29,7 @@ pub(crate) type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What the connection and its handles share.
 pub(crate) struct Shared {
-    conn: Conn,
+    io: Transport,
     role: Role,
     read_limit: usize,
     write_limit: usize,
@@ -102,7 +104,7 @@ impl Shared {
             if r.is_err() {
                 inner.failing = Some(out.clone());
             } else if !out.is_empty() {
-                let _ = self.conn.send(out);
+                let _ = self.io.send(out);
             }
             r
         });
@@ -115,7 +117,7 @@ impl Shared {
         }
         if inner.inbox_bytes > self.read_limit && !inner.holding {
             inner.holding = true;
-            self.conn.hold_reads();
+            self.io.hold_reads();
         }
         let woke = inner.inbox.len() != before || inner.end != End::Open;
         let reader = if woke { inner.reader.take() } else { None };
@@ -129,9 +131,9 @@ impl Shared {
         if inner.machine.state() == State::Closed {
             inner.end = End::Closed;
             if self.role == Role::Server {
-                self.conn.close();
+                self.io.close();
             } else {
-                self.conn.shutdown_write();
+                self.io.shutdown_write();
             }
         }
     }
@@ -166,8 +168,8 @@ impl Shared {
 
     fn send_failing(&self, inner: &mut Inner) {
         if let Some(close) = inner.failing.take() {
-            let _ = self.conn.send(&close);
-            self.conn.close();
+            let _ = self.io.send(&close);
+            self.io.close();
         }
     }
 
@@ -181,7 +183,7 @@ impl Shared {
             inner.inbox_bytes -= payload_len(&m);
             if inner.holding && inner.inbox_bytes <= self.read_limit / 2 {
                 inner.holding = false;
-                self.conn.resume_reads();
+                self.io.resume_reads();
             }
             return Poll::Ready(Some(Ok(m.into())));
         }
@@ -204,15 +206,15 @@ impl Shared {
         if let (End::Failed(e), None) = (&inner.end, &inner.failing) {
             return Poll::Ready(Err(e.clone()));
         }
-        if !self.conn.is_open() {
+        if !self.io.is_open() {
             return Poll::Ready(Err(Error::closed()));
         }
-        if self.conn.queued_bytes() <= self.write_limit {
+        if self.io.queued_bytes() <= self.write_limit {
             return Poll::Ready(Ok(()));
         }
         inner.writer = Some(cx.waker().clone());
         drop(inner);
-        self.conn.wake_when_drained();
+        self.io.wake_when_drained(cx.waker());
         Poll::Pending
     }
 
@@ -224,7 +226,7 @@ impl Shared {
         let msg = proto::Message::from(msg);
         with_scratch(|out| {
             inner.machine.send(&msg, out).map_err(Error::protocol)?;
-            self.conn.send(out).map_err(Error::io)
+            self.io.send(out).map_err(Error::io)
         })?;
         if inner.failing.is_none() {
             self.close_if_done(&mut inner);
@@ -245,12 +247,12 @@ impl Shared {
             }));
             with_scratch(|out| {
                 if inner.machine.send(&close, out).is_ok() {
-                    let _ = self.conn.send(out);
+                    let _ = self.io.send(out);
                 }
             });
         }
         inner.end = End::Closed;
-        self.conn.close();
+        self.io.close();
     }
 }
 
@@ -445,22 +447,7 @@ pub(crate) fn start<F, Fut>(
         in_round,
     } = sw;
     let conn = &conn;
-    let shared = Arc::new(Shared {
-        conn: conn.clone(),
-        role,
-        read_limit: config.read_buffer_limit,
-        write_limit: config.write_buffer_limit,
-        inner: Mutex::new(Inner {
-            machine,
-            inbox: VecDeque::new(),
-            inbox_bytes: 0,
-            reader: None,
-            writer: None,
-            end: End::Open,
-            holding: false,
-            failing: None,
-        }),
-    });
+    let shared = new_shared(Transport::Conn(conn.clone()), role, config, machine);
     let socket = WebSocket {
         shared: shared.clone(),
         protocol,
@@ -474,5 +461,78 @@ pub(crate) fn start<F, Fut>(
     conn.set_handler(WsHandler);
     if in_round {
         WsHandler.on_data(conn, &read);
+    }
+}
+
+fn new_shared(io: Transport, role: Role, config: &Config, machine: Machine) -> Arc<Shared> {
+    Arc::new(Shared {
+        io,
+        role,
+        read_limit: config.read_buffer_limit,
+        write_limit: config.write_buffer_limit,
+        inner: Mutex::new(Inner {
+            machine,
+            inbox: VecDeque::new(),
+            inbox_bytes: 0,
+            reader: None,
+            writer: None,
+            end: End::Open,
+            holding: false,
+            failing: None,
+        }),
+    })
+}
+
+/// Puts a server's WebSocket on an HTTP/2 stream: `output` carries what it sends (the
+/// response body reads it), `input` (the request body) is read on a task of its own, and
+/// `task` gets the socket on another: one connection carries many streams, so its rounds
+/// cannot poll them.
+pub(crate) fn start_stream<F, Fut>(
+    output: Arc<StreamIo>,
+    input: Incoming,
+    config: &Config,
+    machine: Machine,
+    protocol: Option<HeaderValue>,
+    task: F,
+) where
+    F: FnOnce(WebSocket) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let shared = new_shared(
+        Transport::Stream(output.clone()),
+        Role::Server,
+        config,
+        machine,
+    );
+    crate::spawn(read_stream(shared.clone(), output, input));
+    let socket = WebSocket { shared, protocol };
+    crate::spawn(task(socket));
+}
+
+/// Feeds the request body's DATA to the machine, pausing while reads are held; its end
+/// ends the socket, and the socket's end (its output closed) ends the reading.
+async fn read_stream(shared: Arc<Shared>, output: Arc<StreamIo>, mut input: Incoming) {
+    use http_body::Body as _;
+    let err = loop {
+        let next = std::future::poll_fn(|cx| match output.poll_input(cx) {
+            Poll::Ready(true) => Pin::new(&mut input).poll_frame(cx).map(Some),
+            Poll::Ready(false) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        });
+        match next.await.flatten() {
+            None => break None,
+            Some(Err(e)) => break Some(std::io::Error::other(e)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    if let Some(w) = shared.receive(&data, Waker::noop()) {
+                        w.wake();
+                    }
+                    shared.finish_failing();
+                }
+            }
+        }
+    };
+    for w in shared.ended(err) {
+        w.wake();
     }
 }

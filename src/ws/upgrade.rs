@@ -1,16 +1,18 @@
-//! The server's upgrade, for any tower service: check the request, answer `101`, and get
-//! the socket once the answer is written.
+//! The server's upgrade, for any tower service: check the request, answer `101` (HTTP/1.1)
+//! or `200` (HTTP/2's extended CONNECT, RFC 8441), and get the socket once the answer is
+//! written.
 //!
 //! ```no_run
 //! use http::{Request, Response};
-//! # async fn handle(mut req: Request<fibr::body::Incoming>) -> Response<String> {
+//! use fibr::ws::UpgradeBody;
+//! # async fn handle(mut req: Request<fibr::body::Incoming>) -> Response<UpgradeBody> {
 //! match fibr::ws::upgrade(&mut req) {
 //!     Ok(up) => up.on_upgrade(|mut socket| async move {
 //!         while let Some(Ok(msg)) = socket.recv().await {
 //!             let _ = socket.send(msg).await;
 //!         }
 //!     }),
-//!     Err(rejection) => rejection.into_response(),
+//!     Err(rejection) => rejection.into_response().map(|_: String| UpgradeBody::default()),
 //! }
 //! # }
 //! ```
@@ -20,45 +22,73 @@ use super::oneshot::{self, Receiver};
 use super::proto::deflate::{negotiate_server, PerMessageDeflate};
 use super::proto::{Machine, Role};
 use super::socket::{self, WebSocket};
+use super::transport::{StreamIo, UpgradeBody};
 use super::{Config, Error};
-use crate::http::switch::{OnSwitch, Switched};
-use http::{HeaderMap, HeaderValue, Request, Response};
+use crate::http::switch::{OnSwitch, Switched, Tunnel};
+use crate::http::{Incoming, Protocol};
+use http::{Extensions, HeaderMap, HeaderValue, Method, Request, Response, Version};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// A request that can become a WebSocket: answer it with [`Upgrade::on_upgrade`] (or
 /// [`Upgrade::into_response`]).
 pub struct Upgrade {
-    key: HeaderValue,
+    via: Via,
     /// What the client offered, for the choices made when answering.
     protocols: Vec<String>,
     extensions: Vec<String>,
     protocol: Option<HeaderValue>,
-    switch: OnSwitch,
     config: Config,
     on_failed: Option<Box<dyn FnOnce(Error) + Send>>,
 }
 
-/// Checks that `req` asks for a WebSocket (RFC 6455 §4.2.1) and came through a fibr
-/// server that can switch its connection.
+/// What the socket will run over.
+enum Via {
+    /// HTTP/1.1: the connection, switched once the `101` is written.
+    Switch { key: HeaderValue, switch: OnSwitch },
+    /// HTTP/2: the stream, its request body the input.
+    Stream(Incoming),
+}
+
+/// Checks that `req` asks for a WebSocket (RFC 6455 §4.2.1, or over HTTP/2 RFC 8441 §5's
+/// extended CONNECT) and came through a fibr server that can switch its connection (or
+/// hand over its stream).
 pub fn upgrade<B>(req: &mut Request<B>) -> Result<Upgrade, WebSocketUpgradeRejection> {
-    let switch = req.extensions_mut().remove::<OnSwitch>();
-    Upgrade::from_request(req.method(), req.version(), req.headers(), switch)
+    // Out and back, to lend the head and the extensions at once (an empty map is free).
+    let mut extensions = std::mem::take(req.extensions_mut());
+    let up = Upgrade::from_request(req.method(), req.version(), req.headers(), &mut extensions);
+    *req.extensions_mut() = extensions;
+    up
 }
 
 impl Upgrade {
-    /// `switch`: the request's [`OnSwitch`], taken out of its extensions.
+    /// Takes the request's [`OnSwitch`] or [`Tunnel`] out of its extensions.
     pub(crate) fn from_request(
-        method: &http::Method,
-        version: http::Version,
+        method: &Method,
+        version: Version,
         headers: &HeaderMap,
-        switch: Option<OnSwitch>,
+        extensions: &mut Extensions,
     ) -> Result<Upgrade, WebSocketUpgradeRejection> {
-        let key = handshake::check_request(method, version, headers)?;
-        let switch = switch.ok_or(WebSocketUpgradeRejection::ConnectionNotUpgradable)?;
+        use WebSocketUpgradeRejection as R;
+        let via = if method == Method::CONNECT && version == Version::HTTP_2 {
+            handshake::check_extended_connect(headers, extensions.get::<Protocol>())?;
+            let tunnel = extensions.remove::<Tunnel>();
+            Via::Stream(
+                tunnel
+                    .and_then(|t| t.take())
+                    .ok_or(R::ConnectionNotUpgradable)?,
+            )
+        } else {
+            let key = handshake::check_request(method, version, headers)?;
+            let switch = extensions
+                .remove::<OnSwitch>()
+                .ok_or(R::ConnectionNotUpgradable)?;
+            Via::Switch { key, switch }
+        };
         Ok(Upgrade {
-            key,
+            via,
             protocols: handshake::offered_protocols(headers)
                 .map(str::to_owned)
                 .collect(),
@@ -66,7 +96,6 @@ impl Upgrade {
                 .map(str::to_owned)
                 .collect(),
             protocol: None,
-            switch,
             config: Config::default(),
             on_failed: None,
         })
@@ -110,44 +139,52 @@ impl Upgrade {
         self
     }
 
-    /// The `101` to return; once it is written, `callback` runs with the socket, polled by
-    /// the connection itself.
-    pub fn on_upgrade<F, Fut, B>(self, callback: F) -> Response<B>
-    where
-        F: FnOnce(WebSocket) -> Fut + Send + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-        B: Default,
-    {
-        self.on_upgrade_with(callback, B::default())
-    }
-
-    pub(crate) fn on_upgrade_with<F, Fut, B>(mut self, callback: F, body: B) -> Response<B>
+    /// The answer to return (`101`, or `200` over HTTP/2); once it is written, `callback`
+    /// runs with the socket: polled by the connection itself over HTTP/1.1, on a task of
+    /// its own over HTTP/2 (where the connection carries other streams).
+    pub fn on_upgrade<F, Fut>(self, callback: F) -> Response<UpgradeBody>
     where
         F: FnOnce(WebSocket) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let deflate = self
-            .config
+        let Upgrade {
+            via,
+            protocol,
+            config,
+            on_failed,
+            extensions,
+            ..
+        } = self;
+        let deflate = config
             .deflate
             .as_ref()
-            .and_then(|cfg| negotiate_server(self.extensions.iter().map(String::as_str), cfg));
+            .and_then(|cfg| negotiate_server(extensions.iter().map(String::as_str), cfg));
         let response_ext = deflate.as_ref().map(|(_, header)| header.clone());
-        let res =
-            handshake::switching_response(&self.key, self.protocol.as_ref(), response_ext, body);
+        let answer =
+            |key, body| handshake::accepting_response(key, protocol.as_ref(), response_ext, body);
         let claim = Claim {
-            config: self.config.clone(),
-            protocol: self.protocol.clone(),
+            config: config.clone(),
+            protocol: protocol.clone(),
             deflate: deflate.map(|(params, _)| params),
-            on_failed: self.on_failed.take(),
+            on_failed,
         };
-        self.switch
-            .claim(Box::new(move |sw: Switched| claim.start(sw, callback)));
-        res
+        match via {
+            Via::Switch { key, switch } => {
+                switch.claim(Box::new(move |sw: Switched| claim.start(sw, callback)));
+                answer(Some(&key), UpgradeBody::default())
+            }
+            Via::Stream(input) => {
+                let output = StreamIo::new(config.write_buffer_limit);
+                let out = output.clone();
+                let start = move || claim.start_stream(out, input, callback);
+                answer(None, UpgradeBody::stream(output, Box::new(start)))
+            }
+        }
     }
 
     /// The `101` to return, and the socket it leads to (resolving once the `101` is
     /// written): for services that run the socket on a task of their own.
-    pub fn into_response<B: Default>(self) -> (Response<B>, Upgrading) {
+    pub fn into_response(self) -> (Response<UpgradeBody>, Upgrading) {
         let (tx, rx) = oneshot::channel();
         let res = self.on_upgrade(move |ws| {
             tx.send(Ok(ws));
@@ -166,21 +203,42 @@ struct Claim {
 }
 
 impl Claim {
-    fn start<F, Fut>(mut self, sw: Switched, callback: F)
-    where
-        F: FnOnce(WebSocket) -> Fut + Send + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
+    /// The socket's machine; from here the upgrade has not failed.
+    fn machine(&mut self) -> Machine {
         self.on_failed = None;
         let level = self.config.deflate.as_ref().map_or(0, |d| d.level);
         let deflate = self
             .deflate
             .as_ref()
             .map(|p| PerMessageDeflate::new(Role::Server, p, level));
-        let machine = Machine::new(Role::Server, self.config.limits(), deflate, 0);
+        Machine::new(Role::Server, self.config.limits(), deflate, 0)
+    }
+
+    fn start<F, Fut>(mut self, sw: Switched, callback: F)
+    where
+        F: FnOnce(WebSocket) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let machine = self.machine();
         socket::start(
             sw,
             Role::Server,
+            &self.config,
+            machine,
+            self.protocol.take(),
+            callback,
+        );
+    }
+
+    fn start_stream<F, Fut>(mut self, output: Arc<StreamIo>, input: Incoming, callback: F)
+    where
+        F: FnOnce(WebSocket) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let machine = self.machine();
+        socket::start_stream(
+            output,
+            input,
             &self.config,
             machine,
             self.protocol.take(),

@@ -53,6 +53,11 @@ pub struct Http2Config {
     /// stream is reset (`CANCEL`): a zero window would otherwise hold the response's memory
     /// forever.
     pub window_stall_timeout: Option<Duration>,
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441): accept extended CONNECT (a `:protocol`
+    /// pseudo-header), which is how a WebSocket opens over HTTP/2. The request carries a
+    /// `fibr::http::Protocol`; with feature `ws` (where this is on by default) its body
+    /// is kept for `fibr::ws`, which takes the stream, and the service's own is empty.
+    pub extended_connect: bool,
 }
 
 impl Default for Http2Config {
@@ -72,6 +77,7 @@ impl Default for Http2Config {
             keep_alive_interval: None,
             keep_alive_timeout: Duration::from_secs(20),
             window_stall_timeout: Some(Duration::from_secs(30)),
+            extended_connect: cfg!(feature = "ws"),
         }
     }
 }
@@ -91,4 +97,5 @@ config_setters!(Http2Config {
     opt with_keep_alive_interval => keep_alive_interval: Duration,
     set with_keep_alive_timeout => keep_alive_timeout: Duration,
     opt with_window_stall_timeout => window_stall_timeout: Duration,
+    set with_extended_connect => extended_connect: bool,
 });

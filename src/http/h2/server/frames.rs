@@ -463,7 +463,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         let mut fields = if trailers {
             HeadBuilder::trailers()
         } else {
-            HeadBuilder::default()
+            HeadBuilder::request(cfg.extended_connect)
         };
         let decoded = self
             .decoder

@@ -216,26 +216,27 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     /// A connection that waits for the client's preface; our SETTINGS (and the connection
     /// window beyond the default) go into `out` at once, as §3.4 allows.
     pub(crate) fn new(now: Instant, cfg: &Http2Config, out: &mut Vec<u8>) -> ServerConn<B, X> {
-        frame::write_settings(
-            out,
-            &[
-                (frame::SETTINGS_HEADER_TABLE_SIZE, cfg.header_table_size),
-                (frame::SETTINGS_ENABLE_PUSH, 0),
-                (
-                    frame::SETTINGS_MAX_CONCURRENT_STREAMS,
-                    cfg.max_concurrent_streams,
-                ),
-                (
-                    frame::SETTINGS_INITIAL_WINDOW_SIZE,
-                    cfg.initial_stream_window,
-                ),
-                (frame::SETTINGS_MAX_FRAME_SIZE, cfg.max_frame_size),
-                (
-                    frame::SETTINGS_MAX_HEADER_LIST_SIZE,
-                    cfg.max_header_list_size,
-                ),
-            ],
-        );
+        let settings = [
+            (frame::SETTINGS_HEADER_TABLE_SIZE, cfg.header_table_size),
+            (frame::SETTINGS_ENABLE_PUSH, 0),
+            (
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
+                cfg.max_concurrent_streams,
+            ),
+            (
+                frame::SETTINGS_INITIAL_WINDOW_SIZE,
+                cfg.initial_stream_window,
+            ),
+            (frame::SETTINGS_MAX_FRAME_SIZE, cfg.max_frame_size),
+            (
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                cfg.max_header_list_size,
+            ),
+            // Last, so that a server without it sends the SETTINGS it always did.
+            (frame::SETTINGS_ENABLE_CONNECT_PROTOCOL, 1),
+        ];
+        let n = settings.len() - usize::from(!cfg.extended_connect);
+        frame::write_settings(out, &settings[..n]);
         let default = i64::from(Settings::default().initial_window_size);
         let conn_window = i64::from(cfg.initial_connection_window.min(MAX_WINDOW));
         if conn_window > default {

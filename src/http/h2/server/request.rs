@@ -3,6 +3,7 @@
 //! `h2::fields`.
 
 use crate::http::h2::fields::{Fields, Malformed};
+use crate::http::Protocol;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -16,6 +17,8 @@ pub(crate) struct RequestHead {
     pub headers: HeaderMap,
     /// The Content-Length the client declared, if any: the body must match it (§8.1.1).
     pub content_length: Option<u64>,
+    /// An extended CONNECT's `:protocol` (RFC 8441): the stream carries that protocol.
+    pub protocol: Option<Protocol>,
 }
 
 /// Collects one header block's fields (the HPACK decoder's callback) and checks them.
@@ -32,9 +35,25 @@ struct Pseudo {
     scheme: Option<Scheme>,
     authority: Option<Authority>,
     path: Option<PathAndQuery>,
+    protocol: Option<Protocol>,
+    /// Whether `:protocol` is taken: only once we advertised SETTINGS_ENABLE_CONNECT_PROTOCOL
+    /// (otherwise it is an unknown pseudo-header, RFC 8441 §3).
+    extended_connect: bool,
 }
 
 impl HeadBuilder {
+    /// A builder for a request's header block; `extended_connect`: whether `:protocol`
+    /// is accepted.
+    pub(crate) fn request(extended_connect: bool) -> HeadBuilder {
+        HeadBuilder {
+            pseudo: Pseudo {
+                extended_connect,
+                ..Pseudo::default()
+            },
+            ..HeadBuilder::default()
+        }
+    }
+
     /// A builder for a trailer block.
     pub(crate) fn trailers() -> HeadBuilder {
         HeadBuilder {
@@ -56,13 +75,18 @@ impl HeadBuilder {
         }
         let method = self.pseudo.method.ok_or("no :method")?;
         let mut parts = http::uri::Parts::default();
-        if method == Method::CONNECT {
-            // §8.5: only :authority; extended CONNECT (:protocol) is not offered.
+        let protocol = self.pseudo.protocol;
+        if protocol.is_some() && method != Method::CONNECT {
+            return Err(":protocol on a method other than CONNECT");
+        }
+        if method == Method::CONNECT && protocol.is_none() {
+            // §8.5: only :authority.
             if self.pseudo.scheme.is_some() || self.pseudo.path.is_some() {
                 return Err("CONNECT with :scheme or :path");
             }
             parts.authority = Some(self.pseudo.authority.ok_or("CONNECT without :authority")?);
         } else {
+            // Extended CONNECT (RFC 8441 §4) names its target as any request does.
             let scheme = self.pseudo.scheme.ok_or("no :scheme")?;
             let path = self.pseudo.path.ok_or("no :path")?;
             if path.as_str() == "*" && method != Method::OPTIONS {
@@ -76,6 +100,8 @@ impl HeadBuilder {
             if let Some(a) = authority {
                 parts.scheme = Some(scheme);
                 parts.authority = Some(a);
+            } else if protocol.is_some() {
+                return Err("extended CONNECT without :authority");
             }
             parts.path_and_query = Some(path);
         }
@@ -85,6 +111,7 @@ impl HeadBuilder {
             uri,
             headers: self.fields.headers,
             content_length: self.fields.content_length,
+            protocol,
         })
     }
 
@@ -117,7 +144,12 @@ impl Pseudo {
                     .map_err(|_| "an invalid :path")?;
                 self.path = Some(p);
             }
+            b"protocol" if self.extended_connect && self.protocol.is_none() => {
+                let p = Protocol::from_token(value).ok_or("an invalid :protocol")?;
+                self.protocol = Some(p);
+            }
             b"method" | b"scheme" | b"authority" | b"path" => return Err(TWICE),
+            b"protocol" if self.extended_connect => return Err(TWICE),
             _ => return Err("an unknown or response pseudo-header"),
         }
         Ok(())

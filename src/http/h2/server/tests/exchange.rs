@@ -342,6 +342,7 @@ fn an_upgraded_request_is_stream_1_and_the_preface_follows() {
         uri: "/up".parse().unwrap(),
         headers: HeaderMap::new(),
         content_length: None,
+        protocol: None,
     };
     t.conn.accept_upgrade(&settings, head, &mut t.d, &mut t.out);
     assert_eq!(t.d.requests.len(), 1);
@@ -388,6 +389,7 @@ fn bad_http2_settings_in_an_upgrade_fail_the_connection() {
         uri: "/".parse().unwrap(),
         headers: HeaderMap::new(),
         content_length: None,
+        protocol: None,
     };
     t.conn
         .accept_upgrade(&[0, 4, 0xff, 0xff, 0xff, 0xff], head, &mut t.d, &mut t.out);
@@ -419,4 +421,102 @@ fn connection_specific_response_fields_are_dropped() {
         !names.contains(&"connection") && !names.contains(&"transfer-encoding"),
         "{names:?}"
     );
+}
+
+fn extended_connect(on: bool) -> ServerConfig {
+    let mut cfg = ServerConfig::default();
+    cfg.http2.extended_connect = on;
+    cfg
+}
+
+/// SETTINGS_ENABLE_CONNECT_PROTOCOL in the server's first SETTINGS, if it is on.
+fn advertised_connect_protocol(t: &T) -> Option<u32> {
+    let (f, _) = frame::parse(&t.out, frame::MAX_MAX_FRAME_SIZE)
+        .unwrap()
+        .unwrap();
+    let frame::Frame::Settings { ack: false, params } = f else {
+        panic!("{f:?}")
+    };
+    params
+        .into_iter()
+        .find(|&(id, _)| id == frame::SETTINGS_ENABLE_CONNECT_PROTOCOL)
+        .map(|(_, v)| v)
+}
+
+const WS_CONNECT: [(&str, &str); 5] = [
+    (":method", "CONNECT"),
+    (":protocol", "websocket"),
+    (":scheme", "https"),
+    (":path", "/chat?room=1"),
+    (":authority", "example.com"),
+];
+
+#[test]
+fn extended_connect_is_advertised_only_when_on() {
+    assert_eq!(
+        advertised_connect_protocol(&T::with(extended_connect(true))),
+        Some(1)
+    );
+    assert_eq!(
+        advertised_connect_protocol(&T::with(extended_connect(false))),
+        None
+    );
+}
+
+#[test]
+fn an_extended_connect_carries_its_protocol_target_and_body() {
+    let mut t = T::open_with(extended_connect(true));
+    let h = t.headers(1, &WS_CONNECT, false);
+    t.recv(&h);
+    assert_eq!(t.take(), vec![]);
+    let (stream, head, body) = &t.d.requests[0];
+    assert_eq!(*stream, 1);
+    assert_eq!(head.method, http::Method::CONNECT);
+    assert_eq!(
+        head.protocol.as_ref().map(|p| p.as_str()),
+        Some("websocket")
+    );
+    assert_eq!(head.uri, "https://example.com/chat?room=1");
+    assert!(body.is_some(), "the stream stays open for the tunnel");
+}
+
+#[test]
+fn malformed_extended_connects_are_reset_with_protocol_error() {
+    let without = |name: &str| -> Vec<(&'static str, &'static str)> {
+        WS_CONNECT
+            .iter()
+            .copied()
+            .filter(|(n, _)| *n != name)
+            .collect()
+    };
+    let mut on_get = without(":method");
+    on_get.insert(0, (":method", "GET"));
+    let mut twice = WS_CONNECT.to_vec();
+    twice.insert(2, (":protocol", "websocket"));
+    let mut not_token = without(":protocol");
+    not_token.insert(1, (":protocol", "web socket"));
+    let cases = [
+        (true, on_get),
+        (true, without(":scheme")),
+        (true, without(":path")),
+        (true, without(":authority")),
+        (true, twice),
+        (true, not_token),
+        // Not advertised: an unknown pseudo-header (RFC 8441 §3).
+        (false, WS_CONNECT.to_vec()),
+    ];
+    for (on, fields) in cases {
+        let mut t = T::open_with(extended_connect(on));
+        let h = t.headers(1, &fields, false);
+        t.recv(&h);
+        assert_eq!(
+            t.take(),
+            vec![Got::Rst {
+                stream: 1,
+                code: ErrorCode::PROTOCOL_ERROR
+            }],
+            "{on} {fields:?}"
+        );
+        assert!(t.d.requests.is_empty(), "{fields:?}");
+    }
 }
