@@ -5,7 +5,8 @@
 //! cargo bench --bench compare                      # 5 s phases, 3 runs, 10,000 idle connections
 //! cargo bench --bench compare -- --quick           # 1 s phases, 1 run, 1,000 idle connections
 //! cargo bench --bench compare -- --only pipelined  # one scenario (or a list: a,b): plain echo
-//!                                                  # pipelined churn idle websocket tls-plain
+//!                                                  # pipelined churn idle ws ws16k wsdeflate
+//!                                                  # idle-ws idle-wsdeflate tls-plain
 //!                                                  # tls-pipelined tls-churn tls-idle h2c-m1
 //!                                                  # h2c-m10 h2-tls-m10 h2-idle grpc
 //!                                                  # client executor
@@ -31,9 +32,17 @@
 //!   request can cost here, the limit fibr's CPU per request is measured against. (It does
 //!   not echo: POST /echo gets the fixed `hello` too.)
 //!
-//! The WebSocket scenario runs on the servers that speak it: fibr and axum::serve with the
-//! same axum echo handler (`GET /ws`, axum's own `WebSocketUpgrade`), and actix-web with
-//! `actix-ws`.
+//! The WebSocket scenarios (issue 14) run on the servers that speak it, each echoing every
+//! text and binary message at `GET /ws`:
+//!
+//! - **fibr::ws**: `bench_server fibr-ws`, fibr with `/ws` on fibr's own WebSocket
+//!   (`fibr::ws::WebSocketUpgrade`, permessage-deflate on with `DeflateConfig::default()`: no
+//!   context takeover); it takes part in the WebSocket scenarios only (elsewhere it is fibr);
+//! - **fibr** and **axum::serve**: the same axum handler on axum's own `WebSocketUpgrade`
+//!   (tungstenite; on fibr, handed to hyper on fibr's background tokio runtime);
+//! - **actix-web**: `actix-ws`.
+//!
+//! Only fibr::ws negotiates permessage-deflate, so the deflate scenarios run on it alone.
 //!
 //! The HTTPS scenarios (issue 12) run on the servers with TLS of their own, started with
 //! `BENCH_TLS_CERT` and `BENCH_TLS_KEY` naming PEM files this bench writes once per run
@@ -89,10 +98,19 @@
 //! - **idle**: 10,000 keep-alive connections opened by this process, one GET / each with its
 //!   response read; the server's RSS per connection above the empty server (which has
 //!   answered one request);
-//! - **websocket**: 100 WebSocket connections to `/ws`, each sending a 64-byte text message
-//!   and waiting for its echo before the next (a load generator of this bench's own,
-//!   `compare/ws.rs`: one thread, epoll; no external tool speaks WebSocket); messages/s and
-//!   server CPU per message;
+//! - **ws**: 100 WebSocket connections to `/ws`, each sending a 64-byte text message and
+//!   waiting for its echo before the next (a load generator of this bench's own,
+//!   `compare/ws.rs`: one thread, epoll; no external tool speaks WebSocket; every echo
+//!   checked byte for byte); messages/s and server CPU per message;
+//! - **ws16k**: the same with a 16 KiB binary message;
+//! - **wsdeflate**: the same with 1 KiB of JSON-like text and permessage-deflate offered
+//!   without context takeover either way (`client_no_context_takeover;
+//!   server_no_context_takeover`): the client sends it compressed and inflates every echo,
+//!   which must come back compressed;
+//! - **idle-ws**: 10,000 WebSocket connections, each upgraded and one 64-byte message echoed,
+//!   then held; the server's RSS per connection above the empty server (which has echoed
+//!   messages already), as in idle;
+//! - **idle-wsdeflate**: the same with deflate negotiated and one compressed 1 KiB echo each;
 //! - **tls-plain**: `wrk -t1 -c100 --latency https://…/` (wrk speaks TLS through OpenSSL:
 //!   TLS 1.3, its 100 handshakes at the start, then keep-alive);
 //! - **tls-pipelined**: `h2load --h1 -c100 -m16 -D https://…/` (ALPN `http/1.1`, 16
@@ -154,7 +172,7 @@
 //! `<!-- compare:begin -->` and `<!-- compare:end -->`.
 //!
 //! The bench builds what it runs (`cargo build --release --example bench_server --features
-//! axum,tokio,tls`, `cargo build --release -p fibr-bench-peers`, and `cargo bench --no-run`
+//! axum,tokio,tls,ws`, `cargo build --release -p fibr-bench-peers`, and `cargo bench --no-run`
 //! of the client and executor benches) unless given `--no-build`. It needs `wrk`,
 //! `h2load` (apt package nghttp2-client), `ab` (apache2-utils) and `taskset` (util-linux),
 //! the first three built with TLS (Debian's are).
@@ -230,6 +248,10 @@ pub enum Scenario {
     Churn,
     Idle,
     Websocket,
+    Ws16k,
+    WsDeflate,
+    IdleWs,
+    IdleWsDeflate,
     TlsPlain,
     TlsPipelined,
     TlsChurn,
@@ -244,13 +266,17 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 17] = [
+    pub const ALL: [Scenario; 21] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
         Scenario::Churn,
         Scenario::Idle,
         Scenario::Websocket,
+        Scenario::Ws16k,
+        Scenario::WsDeflate,
+        Scenario::IdleWs,
+        Scenario::IdleWsDeflate,
         Scenario::TlsPlain,
         Scenario::TlsPipelined,
         Scenario::TlsChurn,
@@ -298,7 +324,27 @@ impl Scenario {
 
     /// Idle connections' memory rather than a load.
     pub fn idle(self) -> bool {
-        matches!(self.plain(), Scenario::Idle | Scenario::H2Idle)
+        matches!(
+            self.plain(),
+            Scenario::Idle | Scenario::H2Idle | Scenario::IdleWs | Scenario::IdleWsDeflate
+        )
+    }
+
+    /// WebSocket (`/ws`): on the servers that speak it, with `compare/ws.rs`'s client.
+    pub fn ws(self) -> bool {
+        matches!(
+            self,
+            Scenario::Websocket
+                | Scenario::Ws16k
+                | Scenario::WsDeflate
+                | Scenario::IdleWs
+                | Scenario::IdleWsDeflate
+        )
+    }
+
+    /// With permessage-deflate: on the servers that negotiate it.
+    pub fn deflate(self) -> bool {
+        matches!(self, Scenario::WsDeflate | Scenario::IdleWsDeflate)
     }
 
     /// Measured on the servers (the others run a bench of their own).
@@ -322,7 +368,11 @@ impl Scenario {
             Scenario::Pipelined => "pipelined",
             Scenario::Churn => "churn",
             Scenario::Idle => "idle",
-            Scenario::Websocket => "websocket",
+            Scenario::Websocket => "ws",
+            Scenario::Ws16k => "ws16k",
+            Scenario::WsDeflate => "wsdeflate",
+            Scenario::IdleWs => "idle-ws",
+            Scenario::IdleWsDeflate => "idle-wsdeflate",
             Scenario::TlsPlain => "tls-plain",
             Scenario::TlsPipelined => "tls-pipelined",
             Scenario::TlsChurn => "tls-churn",
@@ -339,14 +389,20 @@ impl Scenario {
 
     /// What the scenario counts: HTTP requests, or WebSocket messages.
     pub fn unit(self) -> &'static str {
-        match self {
-            Scenario::Websocket => "msg",
-            _ => "req",
+        if self.ws() {
+            "msg"
+        } else {
+            "req"
         }
     }
 
+    /// `websocket`: the 64-byte echo's key before the other WebSocket scenarios came (in
+    /// older JSON results).
     pub fn from_key(key: &str) -> Option<Scenario> {
-        Scenario::ALL.into_iter().find(|s| s.key() == key)
+        match key {
+            "websocket" => Some(Scenario::Websocket),
+            key => Scenario::ALL.into_iter().find(|s| s.key() == key),
+        }
     }
 
     pub fn title(self) -> &'static str {
@@ -357,6 +413,10 @@ impl Scenario {
             Scenario::Churn => "connection churn",
             Scenario::Idle => "idle keep-alive",
             Scenario::Websocket => "WebSocket echo 64 B",
+            Scenario::Ws16k => "WebSocket echo 16 KiB binary",
+            Scenario::WsDeflate => "WebSocket echo 1 KiB, deflate",
+            Scenario::IdleWs => "idle WebSocket",
+            Scenario::IdleWsDeflate => "idle WebSocket, deflate",
             Scenario::TlsPlain => "HTTPS keep-alive GET /",
             Scenario::TlsPipelined => "HTTPS pipelined GET / ×16",
             Scenario::TlsChurn => "HTTPS handshake churn",
@@ -380,10 +440,15 @@ impl Scenario {
             Scenario::Pipelined => format!("h2load --h1 -c100 -m16 -D{secs}"),
             Scenario::Churn => format!("ab -c50 -t{secs} (no -k)"),
             Scenario::Idle => format!("{} connections, one GET each", set.idle_conns),
-            Scenario::Websocket => format!(
-                "{} connections × {} B text echo, -d{secs}s",
+            Scenario::Websocket | Scenario::Ws16k | Scenario::WsDeflate => format!(
+                "{} connections × {} echo, -d{secs}s",
                 ws::CONNS,
-                ws::PAYLOAD
+                ws::Kind::of(self).describe()
+            ),
+            Scenario::IdleWs | Scenario::IdleWsDeflate => format!(
+                "{} WebSocket connections, one {} echo each",
+                set.idle_conns,
+                ws::Kind::of(self).describe()
             ),
             Scenario::TlsPlain => format!("wrk -t1 -c100 -d{secs}s --latency https://"),
             Scenario::TlsPipelined => format!("h2load --h1 -c100 -m16 -D{secs} https://"),
@@ -432,15 +497,17 @@ pub struct Server {
     pub program: Program,
     /// Serves every route for real (the floor answers everything with `hello`).
     pub real: bool,
+    /// Takes part in the HTTP scenarios (fibr-ws is fibr there: only its `/ws` differs).
+    pub http: bool,
     /// Serves the WebSocket echo at `/ws`.
     pub ws: bool,
+    /// Negotiates permessage-deflate there.
+    pub deflate: bool,
     /// Serves HTTPS when given `BENCH_TLS_CERT` and `BENCH_TLS_KEY`.
     pub tls: bool,
     /// Serves HTTP/2: h2c by prior knowledge beside HTTP/1.1, and h2 over TLS when ALPN
     /// offers it (`BENCH_TLS_ALPN`).
     pub h2: bool,
-    /// Serves the bench's HTTP routes (every scenario but gRPC).
-    pub http: bool,
     /// Serves the gRPC Echo over h2c (`bench_server` when given `BENCH_GRPC=1`).
     pub grpc: bool,
 }
@@ -452,23 +519,36 @@ impl Server {
             return self.grpc;
         }
         sc.on_servers()
-            && self.http
-            && (sc != Scenario::Websocket || self.ws)
+            && (if sc.ws() { self.ws } else { self.http })
+            && (!sc.deflate() || self.deflate)
             && (!sc.tls() || self.tls)
             && (!sc.h2() || self.h2)
     }
 }
 
-pub const SERVERS: [Server; 6] = [
+pub const SERVERS: [Server; 7] = [
+    Server {
+        key: "fibr-ws",
+        label: "fibr::ws",
+        program: Program::BenchServer("fibr-ws"),
+        real: true,
+        http: false,
+        ws: true,
+        deflate: true,
+        tls: false,
+        h2: false,
+        grpc: false,
+    },
     Server {
         key: "fibr",
         label: "fibr",
         program: Program::BenchServer("fibr"),
         real: true,
+        http: true,
         ws: true,
+        deflate: false,
         tls: true,
         h2: true,
-        http: true,
         grpc: true,
     },
     Server {
@@ -476,10 +556,11 @@ pub const SERVERS: [Server; 6] = [
         label: "axum::serve",
         program: Program::BenchServer("axum"),
         real: true,
+        http: true,
         ws: true,
+        deflate: false,
         tls: true,
         h2: true,
-        http: true,
         grpc: false,
     },
     Server {
@@ -487,10 +568,11 @@ pub const SERVERS: [Server; 6] = [
         label: "hyper",
         program: Program::Peer("hyper_plain"),
         real: true,
+        http: true,
         ws: false,
+        deflate: false,
         tls: false,
         h2: false,
-        http: true,
         grpc: false,
     },
     Server {
@@ -498,10 +580,11 @@ pub const SERVERS: [Server; 6] = [
         label: "actix-web",
         program: Program::Peer("actix"),
         real: true,
+        http: true,
         ws: true,
+        deflate: false,
         tls: true,
         h2: false,
-        http: true,
         grpc: false,
     },
     Server {
@@ -509,10 +592,11 @@ pub const SERVERS: [Server; 6] = [
         label: "tonic",
         program: Program::Peer("tonic_grpc"),
         real: false,
+        http: false,
         ws: false,
+        deflate: false,
         tls: false,
         h2: false,
-        http: false,
         grpc: true,
     },
     Server {
@@ -520,10 +604,11 @@ pub const SERVERS: [Server; 6] = [
         label: "floor",
         program: Program::Peer("floor"),
         real: false,
+        http: true,
         ws: false,
+        deflate: false,
         tls: false,
         h2: false,
-        http: true,
         grpc: false,
     },
 ];
@@ -742,6 +827,12 @@ fn bench() -> Result<(), String> {
                     if sc.h2() && !sc.tls() {
                         h2::check_h2c(srv.addr)?;
                     }
+                    if sc.ws() {
+                        ws::check_ws(srv.addr)?;
+                    }
+                    if sc.deflate() {
+                        ws::check_deflate(srv.addr)?;
+                    }
                     Ok(srv)
                 };
                 if sc.idle() {
@@ -749,6 +840,7 @@ fn bench() -> Result<(), String> {
                     let r = match tls {
                         Some(tls) => tls.idle_run(&srv, set.idle_conns),
                         None if sc == Scenario::H2Idle => h2::idle_run(&srv, set.idle_conns),
+                        None if sc.ws() => ws::idle_run(&srv, set.idle_conns, ws::Kind::of(sc)),
                         None => idle::idle_run(&srv, set.idle_conns),
                     };
                     let r = r
@@ -777,9 +869,8 @@ fn bench() -> Result<(), String> {
                 let mut kept: Option<load::Load> = None;
                 for attempt in 0..=NOISY_RETRIES {
                     let srv = start().map_err(ctx)?;
-                    let r = if sc == Scenario::Websocket {
-                        ws::check_ws(srv.addr).map_err(ctx)?;
-                        ws::ws_run(&srv, &set, client_cpu)
+                    let r = if sc.ws() {
+                        ws::ws_run(&srv, &set, client_cpu, ws::Kind::of(sc))
                     } else if sc.h2() || sc == Scenario::Grpc {
                         h2::load_run(&srv, sc, &set, client_cpu)
                     } else {

@@ -6,11 +6,15 @@
 //! cargo run --release --example bench_server -- fibr 3000
 //! cargo run --release --example bench_server -- axum 3001
 //! BENCH_WORKERS=2 cargo run --release --example bench_server -- fibr 0   # 0: a free port
+//! cargo run --release --example bench_server --features axum,ws -- fibr-ws 3002
 //! ```
 //!
 //! Routes: `GET /` answers `hello`, `POST /echo` answers the request body, `GET /json`
 //! answers a small JSON object, and `GET /ws` is axum's WebSocket echo (`WebSocketUpgrade`,
-//! every text or binary message sent back). `BENCH_WORKERS` (default 1) sets the worker
+//! every text or binary message sent back). `fibr-ws` is `fibr` with `/ws` on fibr's own
+//! WebSocket instead (`fibr::ws::WebSocketUpgrade`, features `axum,ws`; the same echo,
+//! permessage-deflate negotiated when the client offers it, with `DeflateConfig::default()`:
+//! no context takeover either way). `BENCH_WORKERS` (default 1) sets the worker
 //! threads: fibr runs one event loop and that many workers, tokio a multi-thread runtime
 //! with that many workers. Once listening, the server prints `<name> listening on <addr>`
 //! on stderr.
@@ -19,7 +23,7 @@
 //! which alone makes axum's `OnUpgrade`) and `tokio` (axum's `on_upgrade` calls
 //! `tokio::spawn`: the echo task runs on fibr's background tokio runtime, one worker, over
 //! fibr's I/O). The benches build it so:
-//! `cargo build --release --example bench_server --features axum,tokio,tls`; without
+//! `cargo build --release --example bench_server --features axum,tokio,tls,ws`; without
 //! `axum,tokio`, fibr answers `/ws` with an error and the other routes as usual.
 //!
 //! HTTPS (feature `tls`): with `BENCH_TLS_CERT` and `BENCH_TLS_KEY` set (PEM files: the
@@ -58,6 +62,14 @@ use std::net::SocketAddr;
 
 /// The app both servers run, without layers.
 fn app() -> Router {
+    http_routes().route(
+        "/ws",
+        get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
+    )
+}
+
+/// Every route but `/ws`.
+fn http_routes() -> Router {
     Router::new()
         .route("/", get(|| async { "hello" }))
         .route("/echo", post(|body: axum::body::Bytes| async move { body }))
@@ -65,10 +77,48 @@ fn app() -> Router {
             "/json",
             get(|| async { Json(serde_json::json!({ "message": "hello", "from": "bench" })) }),
         )
-        .route(
-            "/ws",
-            get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
-        )
+}
+
+/// [`app`] with `/ws` on fibr's own WebSocket (mode `fibr-ws`).
+#[cfg(all(feature = "axum", feature = "ws"))]
+fn native_ws_app() -> Router {
+    use fibr::ws::{DeflateConfig, Message, WebSocket, WebSocketUpgrade};
+    /// The same echo as [`echo`], on `fibr::ws` (which answers pings itself too).
+    async fn native_echo(mut socket: WebSocket) {
+        while let Some(Ok(msg)) = socket.recv().await {
+            match msg {
+                Message::Text(_) | Message::Binary(_) => {
+                    if socket.send(msg).await.is_err() {
+                        return;
+                    }
+                }
+                Message::Ping(_) | Message::Pong(_) => {}
+                Message::Close(_) => break,
+            }
+        }
+    }
+    http_routes().route(
+        "/ws",
+        get(|ws: WebSocketUpgrade| async move {
+            ws.deflate(DeflateConfig::default()).on_upgrade(native_echo)
+        }),
+    )
+}
+
+/// The app of mode `which`.
+fn app_for(which: &str) -> io::Result<Router> {
+    match which {
+        "fibr" | "axum" => Ok(app()),
+        #[cfg(all(feature = "axum", feature = "ws"))]
+        "fibr-ws" => Ok(native_ws_app()),
+        #[cfg(not(all(feature = "axum", feature = "ws")))]
+        "fibr-ws" => Err(invalid(
+            "fibr-ws needs bench_server built with features `axum,ws`".into(),
+        )),
+        other => Err(invalid(format!(
+            "unknown server {other:?}; fibr, fibr-ws or axum"
+        ))),
+    }
 }
 
 /// axum's WebSocket echo: every text or binary message back, until a Close.
@@ -95,7 +145,7 @@ fn invalid(msg: String) -> io::Error {
 
 fn main() -> io::Result<()> {
     let mut args = std::env::args().skip(1);
-    let usage = || invalid("usage: bench_server fibr|axum PORT".to_string());
+    let usage = || invalid("usage: bench_server fibr|fibr-ws|axum PORT".to_string());
     let which = args.next().ok_or_else(usage)?;
     let port: u16 = match args.next() {
         Some(p) => p
@@ -112,12 +162,12 @@ fn main() -> io::Result<()> {
         Err(_) => 1,
     };
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let app = app_for(&which)?;
     #[cfg(feature = "tls")]
     if let Some(config) = tls::from_env()? {
         return match which.as_str() {
-            "fibr" => tls::serve_fibr(addr, workers, config),
-            "axum" => tls::serve_axum(addr, workers, config),
-            other => Err(invalid(format!("unknown server {other:?}; fibr or axum"))),
+            "axum" => tls::serve_axum(addr, workers, config, app),
+            _ => tls::serve_fibr(addr, workers, config, app),
         };
     }
     #[cfg(not(feature = "tls"))]
@@ -135,9 +185,8 @@ fn main() -> io::Result<()> {
         };
     }
     match which.as_str() {
-        "fibr" => serve_fibr(addr, workers),
-        "axum" => serve_axum(addr, workers),
-        other => Err(invalid(format!("unknown server {other:?}; fibr or axum"))),
+        "axum" => serve_axum(addr, workers, app),
+        _ => serve_fibr(addr, workers, app),
     }
 }
 
@@ -150,15 +199,15 @@ fn fibr_engine(workers: usize) -> io::Result<fibr::Engine> {
     fibr::Engine::new(config, [])
 }
 
-/// `fibr::serve` on [`fibr_engine`].
-fn serve_fibr(addr: SocketAddr, workers: usize) -> io::Result<()> {
+/// `fibr::serve` of `app` on [`fibr_engine`].
+fn serve_fibr(addr: SocketAddr, workers: usize, app: Router) -> io::Result<()> {
     fibr_engine(workers)?.block_on(async move {
         let listener = fibr::net::TcpListener::bind(addr).await?;
         eprintln!(
             "fibr ({workers} workers) listening on {}",
             listener.local_addr()?
         );
-        fibr::serve(listener, app()).await
+        fibr::serve(listener, app).await
     })
 }
 
@@ -193,15 +242,15 @@ fn tokio_runtime(workers: usize) -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// `axum::serve` on [`tokio_runtime`].
-fn serve_axum(addr: SocketAddr, workers: usize) -> io::Result<()> {
+/// `axum::serve` of `app` on [`tokio_runtime`].
+fn serve_axum(addr: SocketAddr, workers: usize, app: Router) -> io::Result<()> {
     tokio_runtime(workers)?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         eprintln!(
             "axum ({workers} workers) listening on {}",
             listener.local_addr()?
         );
-        axum::serve(listener, app()).await
+        axum::serve(listener, app).await
     })
 }
 
@@ -212,7 +261,7 @@ mod tls_config;
 /// HTTPS: the same `Router`, behind TLS on rustls (ring provider) in both servers.
 #[cfg(feature = "tls")]
 mod tls {
-    use super::{app, fibr_engine, tokio_runtime};
+    use super::{fibr_engine, tokio_runtime, Router};
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use hyper_util::server::conn::auto;
     use hyper_util::service::TowerToHyperService;
@@ -227,11 +276,12 @@ mod tls {
         Ok(super::tls_config::from_env()?.map(Arc::new))
     }
 
-    /// `fibr::serve(..).with_tls(config)` on [`fibr_engine`].
+    /// `fibr::serve(listener, app).with_tls(config)` on [`fibr_engine`].
     pub fn serve_fibr(
         addr: SocketAddr,
         workers: usize,
         config: Arc<ServerConfig>,
+        app: Router,
     ) -> io::Result<()> {
         fibr_engine(workers)?.block_on(async move {
             let listener = fibr::net::TcpListener::bind(addr).await?;
@@ -239,7 +289,7 @@ mod tls {
                 "fibr ({workers} workers, tls) listening on {}",
                 listener.local_addr()?
             );
-            fibr::serve(listener, app()).with_tls(config).await
+            fibr::serve(listener, app).with_tls(config).await
         })
     }
 
@@ -250,6 +300,7 @@ mod tls {
         addr: SocketAddr,
         workers: usize,
         config: Arc<ServerConfig>,
+        app: Router,
     ) -> io::Result<()> {
         tokio_runtime(workers)?.block_on(async move {
             let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -258,7 +309,6 @@ mod tls {
                 listener.local_addr()?
             );
             let acceptor = tokio_rustls::TlsAcceptor::from(config);
-            let app = app();
             loop {
                 // As axum::serve: an accept error (EMFILE and the like) is waited out.
                 let tcp = match listener.accept().await {

@@ -33,6 +33,13 @@ const GOAL_H2_M10_CPU: f64 = 0.40;
 const GOAL_H2_IDLE_BYTES: f64 = 4000.0;
 /// Issue 13's goal for gRPC unary calls, against tonic's own server.
 const GOAL_GRPC_CPU: f64 = 0.50;
+/// Issue 14's goals for fibr's own WebSocket (the fibr::ws column): CPU per 64-byte echo
+/// against actix-ws and axum::serve, and memory per idle WebSocket without compression and
+/// with permessage-deflate negotiated without context takeover (1 KB and 4 KB, as above).
+const GOAL_WS_ACTIX_CPU: f64 = 0.90;
+const GOAL_WS_AXUM_CPU: f64 = 0.50;
+const GOAL_WS_IDLE_BYTES: f64 = 1024.0;
+const GOAL_WS_DEFLATE_IDLE_BYTES: f64 = 4000.0;
 /// Issue 4's goal for fibr::client, and issue 2's for the executor.
 const GOAL_CLIENT_CPU: f64 = 0.80;
 const GOAL_EXECUTOR: f64 = 1.0;
@@ -234,8 +241,12 @@ impl Report {
     /// The results tables and the goals.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        if !self.scenarios().is_empty() {
-            out.push_str(&self.servers_table());
+        // The WebSocket scenarios in a table of their own: their columns are the servers
+        // that speak WebSocket, fibr::ws among them.
+        let (ws, http): (Vec<Scenario>, Vec<Scenario>) =
+            self.scenarios().into_iter().partition(|sc| sc.ws());
+        for group in [http, ws].iter().filter(|g| !g.is_empty()) {
+            out.push_str(&self.servers_table(group));
             out.push('\n');
         }
         if let Some(t) = self.client_table() {
@@ -270,14 +281,26 @@ impl Report {
         out
     }
 
-    /// The server scenarios, a row group each.
-    fn servers_table(&self) -> String {
+    /// The server scenarios `scenarios`, a row group each, a column per server measured in
+    /// any of them.
+    fn servers_table(&self, scenarios: &[Scenario]) -> String {
         let mut out = String::new();
-        let servers = self.servers();
+        let servers: Vec<_> = self
+            .servers()
+            .into_iter()
+            .filter(|s| scenarios.iter().any(|sc| self.cell(*sc, s.key).is_some()))
+            .collect();
         let set = self.settings();
+        let ws = scenarios.iter().all(|sc| sc.ws());
         let _ = write!(out, "| scenario | figure |");
         for s in &servers {
-            let _ = write!(out, " {} |", s.label);
+            // Which WebSocket each server's column runs.
+            let label = match (ws, s.key) {
+                (true, "fibr") => "fibr, axum's extractor",
+                (true, "actix") => "actix-ws",
+                _ => s.label,
+            };
+            let _ = write!(out, " {label} |");
         }
         let _ = write!(out, "\n|---|---|");
         for _ in &servers {
@@ -316,16 +339,14 @@ impl Report {
                 fmt_int,
             ),
         ];
-        for sc in self.scenarios() {
+        for &sc in scenarios {
             let title = format!("{} <br>`{}`", sc.title(), sc.tool(&set));
             let rows: &[Row] = if sc.idle() { &idle_rows } else { &load_rows };
             for (i, (name, f, fmt)) in rows.iter().enumerate() {
                 // A WebSocket scenario counts messages.
-                let shown = match (sc, *name) {
-                    (Scenario::Websocket, "requests/s") => "messages/s",
-                    (Scenario::Websocket, "**server CPU µs/request**") => {
-                        "**server CPU µs/message**"
-                    }
+                let shown = match (sc.ws(), *name) {
+                    (true, "requests/s") => "messages/s",
+                    (true, "**server CPU µs/request**") => "**server CPU µs/message**",
                     (_, name) => name,
                 };
                 let _ = write!(out, "| {} | {shown} |", if i == 0 { &title } else { "" });
@@ -491,7 +512,7 @@ impl Report {
         let mut any = false;
         for sc in Scenario::ALL
             .into_iter()
-            .filter(|sc| sc.on_servers() && *sc != Scenario::Websocket && !sc.tls() && !sc.h2())
+            .filter(|sc| sc.on_servers() && !sc.ws() && !sc.tls() && !sc.h2())
         {
             let f = if sc.idle() { PER_CONN } else { CPU_PER_REQ };
             let r = self.ratio(sc, "fibr", "actix", f);
@@ -581,6 +602,37 @@ impl Report {
             fmt_ratio(grpc),
             grpc <= GOAL_GRPC_CPU,
         );
+        for (base, label, goal) in [
+            ("actix", "actix-ws", GOAL_WS_ACTIX_CPU),
+            ("axum", "axum::serve", GOAL_WS_AXUM_CPU),
+        ] {
+            let r = self.ratio(Scenario::Websocket, "fibr-ws", base, CPU_PER_REQ);
+            row(
+                format!("(issue 14) fibr::ws CPU/message vs {label}, 64 B echo ≤ {goal:.2}×"),
+                r,
+                fmt_ratio(r),
+                r <= goal,
+            );
+        }
+        for (sc, goal, what) in [
+            (Scenario::IdleWs, GOAL_WS_IDLE_BYTES, "without compression"),
+            (
+                Scenario::IdleWsDeflate,
+                GOAL_WS_DEFLATE_IDLE_BYTES,
+                "with deflate, no context takeover",
+            ),
+        ] {
+            let b = self.median(sc, "fibr-ws", PER_CONN);
+            row(
+                format!(
+                    "(issue 14) idle fibr::ws memory {what} ≤ {} B per connection",
+                    fmt_int(goal)
+                ),
+                b,
+                format!("{} B", fmt_int(b)),
+                b <= goal,
+            );
+        }
         let (mt, ct) = (
             self.client_ratio("fibr", "mt"),
             self.client_ratio("fibr", CLIENT_CT),
@@ -664,23 +716,25 @@ impl Report {
             self.load_after,
         );
         let mut more = Vec::new();
-        if self.cells.iter().any(|c| c.scenario == Scenario::Websocket) {
-            let actix = if self.cell(Scenario::Websocket, "actix").is_some() {
-                ", and actix-web with `actix-ws`"
-            } else {
-                ""
-            };
+        if self.cells.iter().any(|c| c.scenario.ws()) {
             more.push(format!(
-                "The WebSocket echo runs on the servers that speak it: fibr and axum::serve \
-                 with the same axum handler (`GET /ws`, axum's own `WebSocketUpgrade`){actix}. \
-                 fibr serves it unchanged: the upgrade request's socket is handed, with the \
-                 bytes already read, to hyper on the tokio runtime fibr's workers enter (a \
-                 background one with one worker here), where axum's `on_upgrade` task runs \
-                 too. The load is \
-                 this bench's own generator (`benches/compare/ws.rs`: one thread, epoll, {} \
-                 connections, one {}-byte text message in flight on each, every echo checked).",
+                "The WebSocket rows (issue 14) run on the servers that speak it: fibr::ws is \
+                 fibr's own WebSocket (`fibr::ws::WebSocketUpgrade` in the same axum handler, \
+                 permessage-deflate on with `DeflateConfig::default()`: no context takeover); \
+                 fibr and axum::serve run axum's own `WebSocketUpgrade` (on fibr, the \
+                 upgraded socket is handed with the bytes already read to hyper on the tokio \
+                 runtime fibr's workers enter, a background one with one worker here, where \
+                 axum's `on_upgrade` task runs too); actix-web runs `actix-ws`. Only fibr::ws \
+                 negotiates permessage-deflate (tungstenite under axum and actix-ws do not), \
+                 so the deflate rows have one column. The load is this bench's own generator \
+                 (`benches/compare/ws.rs`: one thread, epoll, {} connections, one message in \
+                 flight on each, masked, every echo checked byte for byte; with deflate it \
+                 offers `permessage-deflate; client_no_context_takeover; \
+                 server_no_context_takeover`, sends its message compressed and inflates \
+                 every echo, which must come back compressed). The idle WebSocket \
+                 connections are upgraded by the same client, one message echoed on each, \
+                 then held.",
                 crate::ws::CONNS,
-                crate::ws::PAYLOAD
             ));
         }
         if self
@@ -766,6 +820,7 @@ impl Report {
         const TOP: f64 = 100.0;
         let colors = |key: &str| match key {
             "fibr" => "#e8590c",
+            "fibr-ws" => "#ffa94d",
             "axum" => "#1c7ed6",
             "hyper" => "#74c0fc",
             "actix" => "#7950f2",
@@ -781,7 +836,7 @@ impl Report {
             for s in servers.iter().filter(|s| self.cell(sc, s.key).is_some()) {
                 let (f, unit): (Figure, fn(f64) -> String) = match sc {
                     sc if sc.idle() => (PER_CONN, |x| format!("{} B/conn", fmt_int(x))),
-                    Scenario::Websocket => (CPU_PER_REQ, |x| format!("{x:.2} µs/msg")),
+                    sc if sc.ws() => (CPU_PER_REQ, |x| format!("{x:.2} µs/msg")),
                     _ => (CPU_PER_REQ, |x| format!("{x:.2} µs/req")),
                 };
                 let abs = self.median(sc, s.key, f);
