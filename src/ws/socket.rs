@@ -181,6 +181,10 @@ impl Shared {
         let mut inner = self.lock();
         if let Some(m) = inner.inbox.pop_front() {
             inner.inbox_bytes -= payload_len(&m);
+            if inner.inbox.is_empty() {
+                // An idle socket keeps no queue.
+                inner.inbox = VecDeque::new();
+            }
             if inner.holding && inner.inbox_bytes <= self.read_limit / 2 {
                 inner.holding = false;
                 self.io.resume_reads();

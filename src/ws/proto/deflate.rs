@@ -53,6 +53,7 @@
 //! With takeover the state lives as long as the connection.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
@@ -402,6 +403,20 @@ pub struct PerMessageDeflate {
     rx_takeover: bool,
 }
 
+thread_local! {
+    /// A spare compressor and decompressor per thread, reset between messages. Making a
+    /// zlib state costs more than compressing a small message (about 20 µs, mostly
+    /// clearing its tables: `benches/ws_deflate.rs`), so a direction without context
+    /// takeover borrows these for one message and gives them back reset, instead of
+    /// making and freeing its own; an idle connection still holds none.
+    static SPARE: RefCell<Spare> = const { RefCell::new(Spare { tx: None, rx: None }) };
+}
+
+struct Spare {
+    tx: Option<(u32, u8, Compress)>,
+    rx: Option<(u8, Decompress)>,
+}
+
 /// Why a message could not be inflated.
 #[derive(Debug, PartialEq, Eq)]
 pub enum InflateError {
@@ -444,7 +459,13 @@ impl PerMessageDeflate {
     pub fn compress(&mut self, payload: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
         let start = out.len();
         let result = self.deflate(payload, out);
-        if result.is_err() || !self.tx_takeover {
+        if !self.tx_takeover {
+            if let (Some(mut c), true) = (self.tx.take(), result.is_ok()) {
+                c.reset();
+                let key = (self.level.level(), self.tx_bits);
+                SPARE.with(|s| s.borrow_mut().tx = Some((key.0, key.1, c)));
+            }
+        } else if result.is_err() {
             self.tx = None;
         }
         if result.is_err() {
@@ -455,6 +476,18 @@ impl PerMessageDeflate {
 
     fn deflate(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
         let (level, bits) = (self.level, self.tx_bits);
+        if self.tx.is_none() && !self.tx_takeover {
+            self.tx = SPARE.with(|s| {
+                let mut s = s.borrow_mut();
+                match s.tx.take() {
+                    Some((l, b, c)) if (l, b) == (level.level(), bits) => Some(c),
+                    other => {
+                        s.tx = other;
+                        None
+                    }
+                }
+            });
+        }
         let c = self
             .tx
             .get_or_insert_with(|| Compress::new_with_window_bits(level, false, bits));
@@ -505,6 +538,18 @@ impl PerMessageDeflate {
         }
         let start = out.len();
         let bits = self.rx_bits;
+        if self.rx.is_none() && !self.rx_takeover {
+            self.rx = SPARE.with(|s| {
+                let mut s = s.borrow_mut();
+                match s.rx.take() {
+                    Some((b, d)) if b == bits => Some(d),
+                    other => {
+                        s.rx = other;
+                        None
+                    }
+                }
+            });
+        }
         let d = self
             .rx
             .get_or_insert_with(|| Decompress::new_with_window_bits(false, bits));
@@ -514,7 +559,10 @@ impl PerMessageDeflate {
         }
         // A final block (BFINAL) ends the stream: the next message starts a new one.
         if result != Ok(Inflated::More) || !self.rx_takeover {
-            self.rx = None;
+            if let Some(mut d) = self.rx.take().filter(|_| !self.rx_takeover) {
+                d.reset(false);
+                SPARE.with(|s| s.borrow_mut().rx = Some((bits, d)));
+            }
         }
         if result.is_err() {
             out.truncate(start);

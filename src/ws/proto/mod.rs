@@ -157,7 +157,9 @@ const MAX_CONTROL: usize = 125;
 pub struct Machine {
     role: Role,
     limits: Limits,
-    deflate: Option<PerMessageDeflate>,
+    /// Boxed: most connections never negotiate it, and an idle one should not carry its
+    /// room.
+    deflate: Option<Box<PerMessageDeflate>>,
     rng: u64,
     state: State,
     /// Failed: input is ignored from now on.
@@ -193,7 +195,7 @@ impl Machine {
         Machine {
             role,
             limits,
-            deflate,
+            deflate: deflate.map(Box::new),
             // xorshift never leaves 0.
             rng: if mask_seed == 0 {
                 0x9E37_79B9_7F4A_7C15
