@@ -142,7 +142,13 @@ fn state_bytes<T>(make: impl FnOnce() -> T, run: impl FnOnce(&mut T)) -> usize {
     held
 }
 
+#[path = "support/skip.rs"]
+mod skip;
+
 fn main() {
+    if skip::skip_unless_benchmarking() {
+        return;
+    }
     // Messages that differ a little, and their compressed forms from one kept state.
     let sizes = [64usize, 1024, 16 * 1024];
     println!("level size  | ratio fresh | deflate fresh  kept | inflate fresh  kept  (ns/message)");
