@@ -92,6 +92,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                         clock,
                         block.stream,
                         block.end_stream,
+                        block.trailers,
                         &block.bytes,
                         cfg,
                         d,
@@ -433,12 +434,14 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 out,
             );
         }
+        let trailers = self.streams.contains_key(&stream);
         if end_headers {
-            self.on_block(clock, stream, end_stream, fragment, cfg, d, out);
+            self.on_block(clock, stream, end_stream, trailers, fragment, cfg, d, out);
         } else {
             self.block = Some(Box::new(Block {
                 stream,
                 end_stream,
+                trailers,
                 bytes: fragment.to_vec(),
             }));
         }
@@ -452,6 +455,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         clock: Clock,
         stream: u32,
         end_stream: bool,
+        trailers: bool,
         block: &[u8],
         cfg: &Http2Config,
         d: &mut D,
@@ -459,7 +463,6 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     ) where
         D: Dispatch<Body = B, Exchange = X>,
     {
-        let trailers = self.streams.contains_key(&stream);
         let mut fields = if trailers {
             HeadBuilder::trailers()
         } else {
@@ -559,7 +562,9 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         out: &mut Vec<u8>,
     ) {
         let Some(s) = self.streams.get_mut(&stream) else {
-            return;
+            // The stream ended while its second block arrived: it was after END_STREAM
+            // from the client or after our reset, either way §5.1's STREAM_CLOSED.
+            return self.write_reset(stream, ErrorCode::STREAM_CLOSED, out);
         };
         if s.state.remote_closed {
             return self.reset_stream(

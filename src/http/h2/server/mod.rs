@@ -136,6 +136,9 @@ struct Stream<B, X> {
 struct Block {
     stream: u32,
     end_stream: bool,
+    /// Whether it is trailers (its stream was open when the HEADERS came): decided then,
+    /// not when the block completes, since the stream may have ended in between.
+    trailers: bool,
     bytes: Vec<u8>,
 }
 

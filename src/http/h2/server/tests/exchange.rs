@@ -520,3 +520,34 @@ fn malformed_extended_connects_are_reset_with_protocol_error() {
         assert!(t.d.requests.is_empty(), "{fields:?}");
     }
 }
+
+#[test]
+fn a_header_block_begun_on_an_open_stream_stays_trailers_if_the_stream_ends_meanwhile() {
+    let mut t = T::open();
+    let h = t.get(1);
+    t.recv(&h);
+    // A second block on stream 1 (after its END_STREAM), split over CONTINUATION, whose
+    // first half comes while stream 1 is still answering.
+    let block = t.block(&GET);
+    let (first, rest) = block.split_at(2);
+    let raw = |kind: u8, flags: u8, payload: &[u8]| {
+        let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        f.extend([kind, flags, 0, 0, 0, 1]);
+        f.extend_from_slice(payload);
+        f
+    };
+    t.recv(&raw(0x1, 0x1, first));
+    t.respond_all(200, b"ok");
+    t.end_round();
+    t.take();
+    // Stream 1 is gone when the block completes: not a new request on a used id.
+    t.recv(&raw(0x9, 0x4, rest));
+    assert_eq!(t.d.requests.len(), 1, "stream 1 dispatched twice");
+    assert_eq!(
+        t.take(),
+        vec![Got::Rst {
+            stream: 1,
+            code: ErrorCode::STREAM_CLOSED
+        }]
+    );
+}
