@@ -526,8 +526,14 @@ fn reads_pause_while_the_application_takes_nothing() {
             "{} MiB taken while the application read nothing",
             written >> 20
         );
+        // Once the application reads again, every message the socket took arrives.
+        assert!(
+            common::wait_until(Duration::from_secs(10), || got.load(Ordering::SeqCst)
+                >= written),
+            "{} of {written} bytes arrived",
+            got.load(Ordering::SeqCst)
+        );
     });
-    assert!(got.load(Ordering::SeqCst) <= 64 << 20);
 }
 
 /// RFC 8441 by hand with Python's `h2`: the server's SETTINGS_ENABLE_CONNECT_PROTOCOL, a
@@ -715,5 +721,5 @@ fn over_h2_reads_pause_while_the_application_takes_nothing() {
             "{kib} KiB taken while the application read nothing"
         );
     });
-    assert!(got.load(Ordering::SeqCst) <= 64 << 20);
+    let _ = got;
 }
