@@ -168,8 +168,10 @@ pub struct Machine {
     head_len: u8,
     frame: Option<Frame>,
     msg: Option<Assembly>,
-    /// The control frame being read (≤ 125 bytes, inline: no heap for Pings).
-    control: [u8; MAX_CONTROL],
+    /// The control frame being read (≤ 125 bytes). On the heap only while one is read: it
+    /// becomes the delivered message's `Bytes` without a copy, and an idle machine keeps
+    /// no room for it.
+    control: Vec<u8>,
 }
 
 impl fmt::Debug for Machine {
@@ -208,7 +210,7 @@ impl Machine {
             head_len: 0,
             frame: None,
             msg: None,
-            control: [0; MAX_CONTROL],
+            control: Vec::new(),
         }
     }
 
@@ -284,8 +286,8 @@ impl Machine {
             let chunk = &data[pos..pos + n];
             pos += n;
             if f.opcode & 0x8 != 0 {
-                let dst = &mut self.control[f.offset..f.offset + n];
-                dst.copy_from_slice(chunk);
+                self.control.extend_from_slice(chunk);
+                let dst = &mut self.control[f.offset..];
                 if let Some(m) = f.mask {
                     mask::apply(dst, m, f.offset);
                 }
@@ -395,7 +397,9 @@ impl Machine {
             Ok(l) if l <= self.limits.max_frame_size => l,
             _ => return Err(Error::TooBig),
         };
-        if !control {
+        if control {
+            self.control = Vec::with_capacity(len);
+        } else {
             let have = self.msg.as_ref().map_or(0, |m| m.buf.len());
             if have.saturating_add(len) > self.limits.max_message_size {
                 return Err(Error::TooBig);
@@ -433,7 +437,7 @@ impl Machine {
             return Ok(());
         };
         if f.opcode & 0x8 != 0 {
-            return self.control_frame(f.opcode, f.offset, out, deliver);
+            return self.control_frame(f.opcode, out, deliver);
         }
         if !f.fin {
             return Ok(());
@@ -474,24 +478,22 @@ impl Machine {
     fn control_frame(
         &mut self,
         opcode: u8,
-        len: usize,
         out: &mut Vec<u8>,
         deliver: &mut dyn FnMut(Message),
     ) -> Result<(), Error> {
-        let payload = &self.control[..len];
+        let payload = Bytes::from(std::mem::take(&mut self.control));
         match opcode {
             OP_PING => {
-                deliver(Message::Ping(Bytes::copy_from_slice(payload)));
                 if self.limits.auto_pong && self.state == State::Open {
                     // Every Ping gets its Pong (Autobahn 2.10 wants them all); a flood
                     // is bounded by the connection's output, whose backlog holds reads.
-                    let ping = self.control;
-                    self.write_frame(OP_PONG, &ping[..len], out);
+                    self.write_frame(OP_PONG, &payload, out);
                 }
+                deliver(Message::Ping(payload));
             }
-            OP_PONG => deliver(Message::Pong(Bytes::copy_from_slice(payload))),
+            OP_PONG => deliver(Message::Pong(payload)),
             _ => {
-                let frame = close::parse(payload)?;
+                let frame = close::parse(&payload)?;
                 let reply = frame.as_ref().map(|f| f.code.to_be_bytes());
                 // A message cut by the Close is dropped, and its buffer freed.
                 self.msg = None;
