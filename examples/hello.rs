@@ -2,7 +2,8 @@
 //!
 //! `cargo run --release --example hello` listens on 127.0.0.1:3000 (`PORT` overrides).
 //! With `--features tls` and `TLS_CERT` / `TLS_KEY` set to PEM files (a certificate chain
-//! and its private key) it serves HTTPS on the same port.
+//! and its private key) it serves HTTPS on the same port, and with `--features http3` also
+//! HTTP/3 on that port over UDP (advertised by `Alt-Svc`).
 
 use axum::extract::Path;
 use axum::response::sse::{Event, Sse};
@@ -63,9 +64,14 @@ fn main() -> std::io::Result<()> {
         );
         // With axum on tokio this line would be `axum::serve(listener, app()).await`.
         let serve = fibr::serve(listener, app());
-        #[cfg(feature = "tls")]
+        #[cfg(all(feature = "tls", not(feature = "http3")))]
         let serve = match tls {
             Some(tls) => serve.with_tls(tls),
+            None => serve,
+        };
+        #[cfg(feature = "http3")]
+        let serve = match tls {
+            Some(tls) => serve.with_tls(tls).with_http3(),
             None => serve,
         };
         serve.await

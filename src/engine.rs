@@ -251,6 +251,15 @@ impl Engine {
         self.inner.rt.live_conns()
     }
 
+    /// Output bytes queued over all connections now: what `Config::max_pending_bytes`
+    /// bounds (one counter, so a reading is exact, unlike a sum of per-connection ones).
+    pub fn queued_bytes(&self) -> usize {
+        self.inner
+            .rt
+            .pending_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Worker threads alive now (replacements for blocked workers included).
     pub fn workers(&self) -> usize {
         self.inner.rt.pool.live_workers()

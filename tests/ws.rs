@@ -2,7 +2,8 @@
 //! tungstenite (plain and over rustls: `wss://`, where the socket stays under fibr's TLS),
 //! Python's `websockets` (with permessage-deflate), and a hand-written client for what
 //! libraries will not send. axum's own extractor keeps working on the same server. Over
-//! HTTP/2 (RFC 8441's extended CONNECT), Python's `h2` drives the stream by hand.
+//! HTTP/2 (RFC 8441's extended CONNECT), Python's `h2` drives the stream by hand (h2c, and
+//! h2 by ALPN on fibr's TLS).
 
 #![cfg(all(feature = "ws", feature = "axum"))]
 
@@ -222,11 +223,7 @@ fn a_request_that_is_not_an_upgrade_is_rejected_as_axum_does() {
 /// message must come back intact, and the extension must have been agreed.
 #[test]
 fn python_websockets_with_and_without_deflate() {
-    let probe = Command::new("python3")
-        .args(["-c", "import websockets"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        eprintln!("SKIP: python3 with websockets is not installed (.ci/run installs it)");
+    if !common::python_has("websockets") {
         return;
     }
     let addr = start();
@@ -347,11 +344,7 @@ fn the_client_refuses_a_server_that_does_not_switch() {
 #[test]
 fn fibrs_client_talks_to_python_websockets() {
     use fibr::ws::{Config, Connector};
-    let probe = Command::new("python3")
-        .args(["-c", "import websockets"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        eprintln!("SKIP: python3 with websockets is not installed (.ci/run installs it)");
+    if !common::python_has("websockets") {
         return;
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -537,13 +530,20 @@ fn reads_pause_while_the_application_takes_nothing() {
 }
 
 /// RFC 8441 by hand with Python's `h2`: the server's SETTINGS_ENABLE_CONNECT_PROTOCOL, a
-/// CONNECT with `:protocol: websocket` to `argv[3]`, and helpers to send masked frames and
+/// CONNECT with `:protocol: websocket` to `argv[3]` (over TLS with ALPN `h2` when `argv[4]`
+/// names the CA to trust), and helpers to send masked frames and
 /// read DATA (acknowledged, so the windows reopen). Prints what it saw, one line each.
 const PY_H2_WS: &str = r#"
 import sys, socket, struct, os, time
 import h2.connection, h2.config, h2.events, h2.settings
 port, validate, path = int(sys.argv[1]), sys.argv[2] == "validate", sys.argv[3]
+ca = sys.argv[4] if len(sys.argv) > 4 else None
 s = socket.create_connection(("127.0.0.1", port)); s.settimeout(10)
+if ca:
+    import ssl
+    ctx = ssl.create_default_context(cafile=ca); ctx.set_alpn_protocols(["h2", "http/1.1"])
+    s = ctx.wrap_socket(s, server_hostname="localhost")
+    print("alpn", s.selected_alpn_protocol())
 c = h2.connection.H2Connection(h2.config.H2Configuration(
     client_side=True, header_encoding="utf-8", validate_outbound_headers=validate))
 c.initiate_connection(); s.sendall(c.data_to_send())
@@ -566,7 +566,7 @@ while settings is None:
             settings = e.changed_settings
 seen = settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL)
 print("enable_connect_protocol", seen.new_value if seen else None)
-c.send_headers(1, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+c.send_headers(1, [(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "https" if ca else "http"),
     (":path", path), (":authority", "127.0.0.1:%d" % port), ("sec-websocket-version", "13")])
 s.sendall(c.data_to_send())
 data, ended, status = bytearray(), False, None
@@ -644,10 +644,22 @@ fn start_h2(extended_connect: bool) -> SocketAddr {
 }
 
 fn py_h2_ws(addr: SocketAddr, validate: bool, path: &str, tail: &str) -> String {
+    py_h2_ws_with(addr, validate, path, tail, None)
+}
+
+/// [`py_h2_ws`], over TLS trusting the CA at `ca` when given.
+fn py_h2_ws_with(
+    addr: SocketAddr,
+    validate: bool,
+    path: &str,
+    tail: &str,
+    ca: Option<&std::path::Path>,
+) -> String {
     let script = format!("{PY_H2_WS}{tail}");
     let out = Command::new("timeout")
         .args(["30", "python3", "-c", &script, &addr.port().to_string()])
         .args([if validate { "validate" } else { "raw" }, path])
+        .args(ca)
         .output()
         .expect("python3");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -663,6 +675,31 @@ fn a_websocket_over_h2c_with_extended_connect() {
         assert_eq!(
             py_h2_ws(addr, true, "/ws", PY_H2_ECHO),
             "enable_connect_protocol 1\n\
+             status 200 False\n\
+             echo 810568656c6c6f\n\
+             close 880203e8 end_stream True\n"
+        );
+    });
+}
+
+/// `wss://` over HTTP/2: ALPN picks h2 on fibr's TLS, and the extended CONNECT works there
+/// as over h2c.
+#[cfg(feature = "tls")]
+#[test]
+fn a_websocket_over_h2_on_tls_by_alpn() {
+    let pki = common::pki::Pki::new();
+    let leaf = pki.server(&["localhost"]);
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    let tls = Arc::new(pki.server_config(&leaf));
+    drop(fibr::spawn(async move {
+        let _ = fibr::serve(listener, app()).with_tls(tls).await;
+    }));
+    bounded(LIMIT, move || {
+        assert_eq!(
+            py_h2_ws_with(addr, true, "/ws", PY_H2_ECHO, Some(pki.ca_pem.path())),
+            "alpn h2\n\
+             enable_connect_protocol 1\n\
              status 200 False\n\
              echo 810568656c6c6f\n\
              close 880203e8 end_stream True\n"

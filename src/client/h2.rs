@@ -95,6 +95,16 @@ struct Queued {
     slot: Arc<Slot>,
 }
 
+impl Queued {
+    /// An extended CONNECT (RFC 8441): the request carries a `:protocol`.
+    fn is_extended_connect(&self) -> bool {
+        self.parts
+            .extensions
+            .get::<crate::http::Protocol>()
+            .is_some()
+    }
+}
+
 /// What one request's stream delivers, shared by the connection task and the caller.
 #[derive(Default)]
 struct Slot {
@@ -441,6 +451,11 @@ impl<Io: Connection> Driver<Io> {
             }
             let mut opened = false;
             while self.machine.can_open() {
+                // An extended CONNECT waits for the server's SETTINGS to say it may go.
+                let extended = st.queue.front().is_some_and(Queued::is_extended_connect);
+                if extended && self.machine.extended_connect().is_none() {
+                    break;
+                }
                 match st.queue.pop_front() {
                     Some(q) => {
                         self.open(q);
@@ -494,12 +509,22 @@ impl<Io: Connection> Driver<Io> {
                 parts.headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
             }
         }
+        let protocol = parts.extensions.get::<crate::http::Protocol>();
+        if protocol.is_some() && self.machine.extended_connect() != Some(true) {
+            slot.fail(Failure::NotSent(Error::new(
+                ErrorKind::Other,
+                "the server does not allow extended CONNECT (RFC 8441's \
+                 SETTINGS_ENABLE_CONNECT_PROTOCOL)",
+            )));
+            return;
+        }
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let head = RequestHead {
             method: &parts.method,
             scheme,
             authority: &authority,
             path,
+            protocol: protocol.map(|p| p.as_str()),
             headers: &parts.headers,
         };
         let Some(id) = self.machine.open(&head, end, &mut self.out) else {

@@ -463,6 +463,13 @@ impl<C: Connector> Client<C> {
             // HTTP/2 says when a stream was not processed (REFUSED_STREAM, GOAWAY): that one
             // goes again even from a fresh connection.
             let (r, refused) = match conn {
+                Picked::H1(_) if req.extensions().get::<crate::http::Protocol>().is_some() => {
+                    return Err(Error::new(
+                        ErrorKind::Other,
+                        "an extended CONNECT (a fibr::http::Protocol) needs HTTP/2, and this \
+                         server's connection speaks HTTP/1.1",
+                    ));
+                }
                 Picked::H1(mut conn) => match conn.conn.exchange(&mut req, framing, max_body).await
                 {
                     Ok(answer) => return Ok(respond(conn, answer, max_body)),
@@ -567,6 +574,7 @@ fn take_or_copy(req: &mut Request<ReqBody>) -> Request<ReqBody> {
     *copy.uri_mut() = req.uri().clone();
     *copy.version_mut() = req.version();
     *copy.headers_mut() = req.headers().clone();
+    *copy.extensions_mut() = req.extensions().clone();
     copy
 }
 

@@ -206,7 +206,7 @@ impl ConnInner {
     }
 
     fn waker(self: &Arc<Self>) -> Waker {
-        Waker::from(Arc::new(super::ConnWaker(self.clone())))
+        Waker::from(self.clone())
     }
 
     /// True if the layer's handshake ran past its deadline.

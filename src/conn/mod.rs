@@ -33,7 +33,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -571,7 +571,7 @@ impl ConnInner {
                 stall.progressed();
             }
         } else {
-            let waker = Waker::from(Arc::new(ConnWaker(self.clone())));
+            let waker = Waker::from(self.clone());
             io.stall = Some(Box::new(stall::Stall::start(timeout, &waker)));
         }
     }
@@ -585,7 +585,7 @@ impl ConnInner {
         let Some(stall) = io.stall.as_mut() else {
             return false;
         };
-        stall.expired(timeout, || Waker::from(Arc::new(ConnWaker(self.clone()))))
+        stall.expired(timeout, || Waker::from(self.clone()))
     }
 
     /// Starts a lingering close (see `linger`) if input is left unread, unless the peer
@@ -619,7 +619,7 @@ impl ConnInner {
         if !linger::unread_input(self.fd) {
             return false;
         }
-        let waker = Waker::from(Arc::new(ConnWaker(self.clone())));
+        let waker = Waker::from(self.clone());
         match linger::Linger::start(self.fd, timeout, &waker) {
             Ok(l) => {
                 io.after_output = Some(Box::new(AfterOutput::Linger(l)));
@@ -824,15 +824,14 @@ impl ConnInner {
     }
 }
 
-/// Wakes a connection's `on_wake`.
-struct ConnWaker(Arc<ConnInner>);
-
-impl Wake for ConnWaker {
+/// A connection's waker schedules its `on_wake`. It is the connection's own `Arc`, so
+/// making one allocates nothing.
+impl Wake for ConnInner {
     fn wake(self: Arc<Self>) {
-        self.0.notify(EV_WAKE)
+        self.notify(EV_WAKE)
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.notify(EV_WAKE)
+        self.notify(EV_WAKE)
     }
 }
 
@@ -1016,12 +1015,18 @@ impl Conn {
     /// Replaces the connection's handler; the next callback goes to the new one (also
     /// within the round that called this: the rest of its reads, its EOF).
     pub fn set_handler(&self, handler: impl Handler) {
-        *self.inner.handler.lock().unwrap() = Arc::new(handler);
+        self.set_shared_handler(Arc::new(handler));
+    }
+
+    /// [`set_handler`](Self::set_handler) with a handler already in an `Arc`: one
+    /// stateless handler shared by many connections costs none of them an allocation.
+    pub fn set_shared_handler(&self, handler: Arc<dyn Handler>) {
+        *self.inner.handler.lock().unwrap() = handler;
         self.inner.set(F_NEW_HANDLER);
     }
 
     /// A waker that schedules this connection's `on_wake` (for futures a handler polls).
     pub fn waker(&self) -> Waker {
-        Waker::from(Arc::new(ConnWaker(self.inner.clone())))
+        Waker::from(self.inner.clone())
     }
 }

@@ -1,7 +1,16 @@
 //! How connections come to be: accepted from a listening socket, dialed, or adopted from
 //! another owner (a socket hyper answered).
 
-use super::*;
+#[cfg(all(feature = "hyper", feature = "ws"))]
+use super::DetachedSocket;
+use super::{Conn, ConnInner, Handler, Kind, EV_OPEN};
+use crate::reactor::Source;
+use crate::runtime::{Command, ReadyCtx, Runtime};
+use crate::sys::{socket, Event, Interest};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 impl Conn {
     /// Starts a non-blocking TCP connect; `handler.on_open` runs once it completes, or

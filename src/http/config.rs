@@ -1,6 +1,8 @@
 //! HTTP server settings: limits, timeouts, keep-alive.
 
 pub use super::h2::config::Http2Config;
+#[cfg(feature = "http3")]
+pub use super::http3::Http3Config;
 use std::time::Duration;
 
 /// Limits and timeouts of fibr's HTTP server. Every limit is answered with the status the
@@ -49,6 +51,11 @@ pub struct ServerConfig {
     /// preface and first SETTINGS must come within `header_read_timeout`; an HTTP/2
     /// connection with no stream open closes after `idle_timeout`.
     pub http2: Http2Config,
+    /// HTTP/3 (`serve(..).with_tls(..).with_http3()`): QUIC's idle timeout and limits.
+    #[cfg(feature = "http3")]
+    pub http3: Http3Config,
+    /// The `Alt-Svc` value HTTP/1.1 and HTTP/2 responses carry (set by `with_http3`).
+    pub(crate) alt_svc: Option<http::HeaderValue>,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +75,9 @@ impl Default for ServerConfig {
             response_buffer: 64 * 1024,
             tls_handshake_timeout: Some(Duration::from_secs(10)),
             http2: Http2Config::default(),
+            #[cfg(feature = "http3")]
+            http3: Http3Config::default(),
+            alt_svc: None,
         }
     }
 }
@@ -88,3 +98,20 @@ config_setters!(ServerConfig {
     opt with_tls_handshake_timeout => tls_handshake_timeout: Duration,
     set with_http2 => http2: Http2Config,
 });
+
+#[cfg(feature = "http3")]
+config_setters!(ServerConfig {
+    set with_http3_config => http3: Http3Config,
+});
+
+impl ServerConfig {
+    /// Adds `Alt-Svc` to a response head when another protocol is served (HTTP/3), unless
+    /// the application set its own.
+    pub(crate) fn advertise(&self, headers: &mut http::HeaderMap) {
+        if let Some(v) = &self.alt_svc {
+            headers
+                .entry(http::header::ALT_SVC)
+                .or_insert_with(|| v.clone());
+        }
+    }
+}

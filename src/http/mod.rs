@@ -5,6 +5,8 @@ mod config;
 mod file;
 pub(crate) mod h1;
 pub(crate) mod h2;
+#[cfg(feature = "http3")]
+mod http3;
 mod protocol;
 mod serve;
 mod server;
@@ -16,10 +18,15 @@ pub(crate) mod switch;
 mod upgrade;
 
 pub use body::{BodyError, Incoming};
+#[cfg(feature = "http3")]
+pub use config::Http3Config;
 pub use config::{Http2Config, ServerConfig};
 pub use file::FileBody;
 pub use protocol::Protocol;
 pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};
+#[cfg(feature = "http3")]
+#[doc(hidden)]
+pub use server::Http3Server;
 pub use server::Server;
 pub use service::{BoxError, ConnInfo, MakeMarker, MakeService, ServiceMarker};
 

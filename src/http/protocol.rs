@@ -19,6 +19,12 @@ impl Protocol {
         Some(Protocol(s.into()))
     }
 
+    /// A protocol to ask for in a client's extended CONNECT (put it in the request's
+    /// extensions); `None` unless `name` is a token.
+    pub fn new(name: &str) -> Option<Protocol> {
+        Protocol::from_token(name.as_bytes())
+    }
+
     /// The protocol's name, as the client sent it.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -1,9 +1,12 @@
 //! `fibr::serve`: axum's `serve`, on fibr.
 
 use super::config::ServerConfig;
+#[cfg(feature = "http3")]
+use super::server::Http3Server;
 use super::server::Server;
 use super::service::{MakeService, ServiceMarker};
 use crate::conn::{Handler, Kind, Listener};
+use crate::reactor::Source;
 use crate::runtime::{Command, Loop, Runtime};
 use std::future::{Future, IntoFuture};
 use std::io;
@@ -11,6 +14,8 @@ use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
+#[cfg(feature = "http3")]
+use std::time::Duration;
 
 /// A listener `fibr::serve` can take over: `fibr::net::TcpListener` or `UnixListener`.
 pub trait ServeListener {
@@ -65,6 +70,8 @@ where
         config: ServerConfig::default(),
         #[cfg(feature = "tls")]
         tls: None,
+        #[cfg(feature = "http3")]
+        http3: None,
         _marker: PhantomData,
     }
 }
@@ -77,6 +84,9 @@ pub struct Serve<M, Marker = ServiceMarker> {
     config: ServerConfig,
     #[cfg(feature = "tls")]
     tls: Option<Arc<rustls::ServerConfig>>,
+    /// With HTTP/3: how to make its endpoint (named here, where the server's bounds hold).
+    #[cfg(feature = "http3")]
+    http3: Option<MakeEndpoint<M, Marker>>,
     _marker: PhantomData<fn() -> Marker>,
 }
 
@@ -102,6 +112,19 @@ where
         self
     }
 
+    /// Also serves HTTP/3 (feature `http3`) on UDP at the TCP listener's address and port,
+    /// with the certificate of [`with_tls`](Self::with_tls) (required; QUIC is TLS 1.3
+    /// only), and advertises it with `Alt-Svc: h3=":PORT"` on HTTP/1.1 and HTTP/2
+    /// responses. QUIC's settings are [`ServerConfig::http3`].
+    #[cfg(feature = "http3")]
+    pub fn with_http3(mut self) -> Self
+    where
+        Server<M, Marker>: Http3Server,
+    {
+        self.http3 = Some(<Server<M, Marker> as Http3Server>::http3_endpoint);
+        self
+    }
+
     /// Stops accepting when `signal` completes, then waits for open connections to finish
     /// their requests (idle ones close at once) before the serve future resolves.
     pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<M, Marker, F>
@@ -117,13 +140,40 @@ where
     async fn run(self, signal: Option<Pin<Box<dyn Future<Output = ()> + Send>>>) -> io::Result<()> {
         let ListenerParts { fd, kind, rt } = self.listener?;
         rt.ensure_running()?;
-        #[cfg(feature = "tls")]
-        let handshake_timeout = self.config.tls_handshake_timeout;
-        #[cfg(feature = "tls")]
-        let http2_only = self.config.http2.only;
-        let server = Server::<M, Marker>::with_config(self.app, self.config);
-        let shared = server.shared().clone();
         let raw = fd.as_raw_fd();
+        #[cfg_attr(not(feature = "http3"), allow(unused_mut))]
+        let mut config = self.config;
+        #[cfg(feature = "http3")]
+        let http3 = match self.http3 {
+            Some(make) => Some((make, http3_address(kind, raw, &self.tls, &mut config)?)),
+            None => None,
+        };
+        #[cfg(feature = "http3")]
+        let http3_tls = self.tls.clone();
+        #[cfg(feature = "tls")]
+        let handshake_timeout = config.tls_handshake_timeout;
+        #[cfg(feature = "tls")]
+        let http2_only = config.http2.only;
+        let server = Server::<M, Marker>::with_config(self.app, config);
+        let shared = server.shared().clone();
+        let lp = rt.pick_loop().clone();
+        // Served until this future is dropped, as the listener is.
+        #[cfg(feature = "http3")]
+        let _udp = match (http3, http3_tls) {
+            (Some((make, addr)), Some(tls)) => {
+                let fd = crate::sys::socket::udp_socket(addr)?;
+                let endpoint = make(&server, tls, rt.config.udp_peer_idle_timeout)?;
+                let src = crate::conn::udp::UdpSocketSource::new(fd, endpoint);
+                let raw = src.raw_fd();
+                lp.send(Command::Register(raw, src.clone()));
+                Some(StopAccepting {
+                    lp: lp.clone(),
+                    source: Some(src),
+                    raw,
+                })
+            }
+            _ => None,
+        };
         let handler: Arc<dyn Handler> = Arc::new(server);
         #[cfg(feature = "tls")]
         let handler: Arc<dyn Handler> = match self.tls {
@@ -135,12 +185,11 @@ where
             None => handler,
         };
         let listener = Arc::new(Listener { fd, kind, handler });
-        let lp = rt.pick_loop().clone();
         lp.send(Command::Register(raw, listener.clone()));
         // Stops accepting if this future is dropped (or when the signal fires).
         let _stop = StopAccepting {
             lp: lp.clone(),
-            listener: Some(listener),
+            source: Some(listener),
             raw,
         };
         match signal {
@@ -154,15 +203,45 @@ where
     }
 }
 
+/// Makes HTTP/3's endpoint from the server ([`Http3Server::http3_endpoint`]).
+#[cfg(feature = "http3")]
+type MakeEndpoint<M, Marker> =
+    fn(&Server<M, Marker>, Arc<rustls::ServerConfig>, Duration) -> io::Result<Arc<dyn Handler>>;
+
+/// HTTP/3's UDP address (the TCP listener's), after checking TLS is on; puts its
+/// `Alt-Svc` into `config`.
+#[cfg(feature = "http3")]
+fn http3_address(
+    kind: Kind,
+    raw: std::os::fd::RawFd,
+    tls: &Option<Arc<rustls::ServerConfig>>,
+    config: &mut ServerConfig,
+) -> io::Result<std::net::SocketAddr> {
+    let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, why.to_string());
+    if tls.is_none() {
+        return Err(invalid("with_http3 needs with_tls (QUIC is TLS 1.3)"));
+    }
+    let addr = match kind {
+        Kind::Tcp => crate::sys::socket::local_addr(raw),
+        _ => None,
+    }
+    .ok_or_else(|| invalid("with_http3 needs a TCP listener"))?;
+    let alt_svc = format!("h3=\":{}\"; ma=86400", addr.port());
+    config.alt_svc =
+        Some(http::HeaderValue::try_from(alt_svc).map_err(|e| invalid(&e.to_string()))?);
+    Ok(addr)
+}
+
+/// Deregisters a source (the listener, HTTP/3's UDP socket) when dropped.
 struct StopAccepting {
     lp: Arc<Loop>,
-    listener: Option<Arc<Listener>>,
+    source: Option<Arc<dyn Source<Runtime>>>,
     raw: std::os::fd::RawFd,
 }
 
 impl Drop for StopAccepting {
     fn drop(&mut self) {
-        if let Some(l) = self.listener.take() {
+        if let Some(l) = self.source.take() {
             self.lp.send(Command::Deregister(l, self.raw));
         }
     }
@@ -199,6 +278,16 @@ where
     #[cfg(feature = "tls")]
     pub fn with_tls(mut self, tls: Arc<rustls::ServerConfig>) -> Self {
         self.serve = self.serve.with_tls(tls);
+        self
+    }
+
+    /// [`Serve::with_http3`], after the shutdown signal was given.
+    #[cfg(feature = "http3")]
+    pub fn with_http3(mut self) -> Self
+    where
+        Server<M, Marker>: Http3Server,
+    {
+        self.serve = self.serve.with_http3();
         self
     }
 

@@ -116,6 +116,9 @@ pub(crate) struct Shared<M> {
     live: AtomicUsize,
     draining: AtomicBool,
     drained: crate::sync_notify::Notify,
+    /// Set when draining starts: HTTP/3 connections send GOAWAY.
+    #[cfg(feature = "http3")]
+    drain_started: crate::sync_notify::Notify,
 }
 
 impl<M> Server<M> {
@@ -139,6 +142,8 @@ impl<M, Marker> Server<M, Marker> {
                 live: AtomicUsize::new(0),
                 draining: AtomicBool::new(false),
                 drained: crate::sync_notify::Notify::new(),
+                #[cfg(feature = "http3")]
+                drain_started: crate::sync_notify::Notify::new(),
             }),
             _marker: PhantomData,
         }
@@ -153,6 +158,11 @@ impl<M> Shared<M> {
     /// A connection left this server (closed, or handed to hyper for an upgrade).
     fn forget(&self, conn: &Conn) {
         self.conns.lock().unwrap().retain(|c| !c.same(conn));
+        self.left();
+    }
+
+    /// One connection fewer (a TCP one, or an HTTP/3 one, which is not in `conns`).
+    fn left(&self) {
         if self.live.fetch_sub(1, Ordering::AcqRel) == 1 && self.draining.load(Ordering::Acquire) {
             self.drained.notify();
         }
@@ -161,6 +171,8 @@ impl<M> Shared<M> {
     /// Graceful shutdown: idle connections close now, busy ones after their response.
     pub(crate) fn start_draining(&self) {
         self.draining.store(true, Ordering::Release);
+        #[cfg(feature = "http3")]
+        self.drain_started.notify();
         // A snapshot: the list itself stays, so a connection closing meanwhile is still
         // forgotten (taking the list out and putting it back would resurrect it, and with
         // it a cycle that keeps the whole runtime alive).
@@ -802,7 +814,7 @@ fn write_ready<F, B>(
             Front::Canned => h1.write_canned(clock, out),
             Front::Pending(stage) => match std::mem::replace(stage, Stage::Moving) {
                 Stage::Failed { status, close } => h1.respond_error(clock, status, close, out),
-                Stage::Ready(resp) => match start_response(h1, clock, resp, conn, out) {
+                Stage::Ready(resp) => match start_response(h1, clock, resp, conn, out, cfg) {
                     Some(after) => after,
                     None => continue,
                 },
@@ -836,11 +848,13 @@ fn start_response<F, B>(
     resp: Response<B>,
     conn: &Conn,
     out: &mut Vec<u8>,
+    cfg: &ServerConfig,
 ) -> Option<After>
 where
     B: Body + Send + 'static,
 {
     let (mut parts, mut body) = resp.into_parts();
+    cfg.advertise(&mut parts.headers);
     let exact = body.size_hint().exact();
     let framing = match h1.begin_response(clock, &mut parts, exact, out) {
         Started::Done(after) => return Some(after),
@@ -937,5 +951,71 @@ where
             h1.abort_response();
             Some(After::Close)
         }
+    }
+}
+
+/// What `serve(..).with_http3()` asks of a server: a QUIC endpoint that gives each HTTP/3
+/// connection a service from the same app (so it exists wherever `Handler` does).
+#[cfg(feature = "http3")]
+#[doc(hidden)]
+pub trait Http3Server {
+    /// The UDP binding's handler for HTTP/3 with `tls`'s certificate.
+    fn http3_endpoint(
+        &self,
+        tls: Arc<rustls::ServerConfig>,
+        udp_idle: std::time::Duration,
+    ) -> io::Result<Arc<dyn Handler>>;
+}
+
+#[cfg(feature = "http3")]
+impl<M, Marker, S, B> Http3Server for Server<M, Marker>
+where
+    M: MakeService<Marker, Service = S, Body = B>,
+    Marker: 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    fn http3_endpoint(
+        &self,
+        tls: Arc<rustls::ServerConfig>,
+        udp_idle: std::time::Duration,
+    ) -> io::Result<Arc<dyn Handler>> {
+        let cfg = &self.shared.config;
+        let limits = super::http3::Limits {
+            body_buffer: cfg.body_buffer,
+            max_body_size: cfg.max_body_size,
+            max_field_section_size: cfg.max_head_bytes as u64,
+        };
+        let mut http3 = cfg.http3.clone();
+        // QUIC must give up on a silent peer before the UDP table forgets it.
+        let below = udp_idle.saturating_sub(std::time::Duration::from_secs(1));
+        http3.idle_timeout = http3.idle_timeout.min(below.max(udp_idle / 2));
+        let shared = self.shared.clone();
+        let app = Box::new(move |quic, info: ConnInfo| {
+            if shared.draining.load(Ordering::Acquire) {
+                return false;
+            }
+            let svc = match shared.make.make_service(&info) {
+                Ok(svc) => svc,
+                Err(e) => {
+                    tracing::debug!(error = %e, "no service for an HTTP/3 connection");
+                    return false;
+                }
+            };
+            shared.live.fetch_add(1, Ordering::AcqRel);
+            let shared = shared.clone();
+            crate::spawn(async move {
+                let drain = shared.drain_started.wait();
+                super::http3::serve_connection(quic, svc, limits, drain).await;
+                shared.left();
+            });
+            true
+        });
+        let endpoint: Arc<dyn Handler> = super::http3::QuicEndpoint::new(tls, &http3, app)?;
+        Ok(endpoint)
     }
 }

@@ -267,6 +267,7 @@ fn progress<F, B, E>(
             }
             Stage::Ready(resp) => {
                 let (mut parts, body) = resp.into_parts();
+                cfg.advertise(&mut parts.headers);
                 let exact = body.size_hint().exact();
                 if w.respond(&mut parts, exact) {
                     x.stage = Stage::Streaming(Box::pin(body));

@@ -2,7 +2,7 @@
 
 use super::handshake::WebSocketUpgradeRejection;
 use super::upgrade::Upgrade;
-use super::{DeflateConfig, Error, WebSocket};
+use super::{DeflateConfig, Error, KeepAliveConfig, WebSocket};
 use axum::extract::FromRequestParts;
 use axum::response::{IntoResponse, Response};
 use http::request::Parts;
@@ -11,7 +11,7 @@ use std::future::Future;
 
 /// Extracts a WebSocket upgrade request; answer it with [`WebSocketUpgrade::on_upgrade`].
 /// The methods are axum's (`axum::extract::ws::WebSocketUpgrade`), plus
-/// [`deflate`](WebSocketUpgrade::deflate).
+/// [`deflate`](WebSocketUpgrade::deflate) and [`keepalive`](WebSocketUpgrade::keepalive).
 pub struct WebSocketUpgrade {
     upgrade: Upgrade,
 }
@@ -50,6 +50,13 @@ impl WebSocketUpgrade {
     /// Negotiates permessage-deflate when the client offers it.
     pub fn deflate(mut self, config: DeflateConfig) -> Self {
         self.upgrade.config_mut().deflate = Some(config);
+        self
+    }
+
+    /// Pings the client when it has been silent for `config.interval`, and closes the
+    /// connection if it does not answer within `config.timeout`.
+    pub fn keepalive(mut self, config: KeepAliveConfig) -> Self {
+        self.upgrade.config_mut().keepalive = Some(config);
         self
     }
 

@@ -13,7 +13,7 @@
 
 use super::handshake::{accept_key, extension_lines, has_token, new_key};
 use super::oneshot::{self, Sender};
-use super::proto::deflate::{client_accept, client_offer, PerMessageDeflate};
+use super::proto::deflate::{client_accept, client_offer, DeflateParams, PerMessageDeflate};
 use super::proto::{Machine, Role};
 use super::socket::{self, WebSocket};
 use super::{mask_seed, Config, Error};
@@ -101,7 +101,7 @@ impl Connector {
             None => host.clone(),
         };
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        let request = self.request(&authority, path, &key);
+        let request = self.request(&authority, path, &key)?;
         let (tx, rx) = oneshot::channel();
         let handshake: Arc<dyn Handler> = Arc::new(Handshake {
             state: Mutex::new(Some(Pending {
@@ -121,6 +121,56 @@ impl Connector {
         };
         crate::conn::Conn::dial_on(&rt, addr, handler).map_err(Error::io)?;
         rx.await
+    }
+
+    /// Opens the socket on a stream of one of `client`'s HTTP/2 connections, by RFC 8441's
+    /// extended CONNECT (so many sockets share one connection); the socket and the
+    /// server's `200`. The client must speak HTTP/2 to the URL's server: by prior knowledge
+    /// for `ws://`, by ALPN for `wss://` (its own TLS config applies, not
+    /// [`tls_config`](Self::tls_config)); the server must allow extended CONNECT.
+    #[cfg(feature = "client")]
+    pub async fn connect_over_http2<C: crate::client::Connector>(
+        &self,
+        client: &crate::client::Client<C>,
+        url: &str,
+    ) -> Result<(WebSocket, Response<()>), Error> {
+        use super::transport::{StreamIo, UpgradeBody};
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| Error::handshake(format!("bad URL {url:?}: {e}")))?;
+        let scheme = match uri.scheme_str() {
+            Some("ws") => "http",
+            Some("wss") => "https",
+            _ => return Err(Error::handshake("the URL's scheme must be ws or wss")),
+        };
+        let mut target = uri.into_parts();
+        target.scheme = Some(scheme.parse().expect("http and https are schemes"));
+        let target = Uri::from_parts(target)
+            .map_err(|e| Error::handshake(format!("bad URL {url:?}: {e}")))?;
+        let output = StreamIo::new(self.config.write_buffer_limit);
+        let mut req = http::Request::new(UpgradeBody::output(output.clone()));
+        *req.method_mut() = http::Method::CONNECT;
+        *req.uri_mut() = target;
+        *req.headers_mut() = self.offer()?;
+        let protocol = crate::http::Protocol::new("websocket").expect("a token");
+        req.extensions_mut().insert(protocol);
+        let res = client
+            .request(req)
+            .await
+            .map_err(|e| Error::handshake(format!("the extended CONNECT failed: {e}")))?;
+        if res.status() != StatusCode::OK {
+            return Err(Error::handshake(format!(
+                "the server answered {}",
+                res.status()
+            )));
+        }
+        let (parts, body) = res.into_parts();
+        let (protocol, deflate) = agreed(&parts.headers, &self.protocols, &self.config)?;
+        let level = self.config.deflate.as_ref().map_or(0, |d| d.level);
+        let deflate = deflate.map(|p| PerMessageDeflate::new(Role::Client, &p, level));
+        let machine = Machine::new(Role::Client, self.config.limits(), deflate, mask_seed());
+        let socket = socket::stream_socket(output, body, &self.config, machine, protocol);
+        Ok((socket, Response::from_parts(parts, ())))
     }
 
     #[cfg(feature = "tls")]
@@ -145,30 +195,49 @@ impl Connector {
     }
 
     /// The upgrade request (RFC 6455 §4.1).
-    fn request(&self, authority: &str, path: &str, key: &str) -> Vec<u8> {
+    fn request(&self, authority: &str, path: &str, key: &str) -> Result<Vec<u8>, Error> {
         let mut req = format!(
             "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: Upgrade\r\n\
-             Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n"
+             Upgrade: websocket\r\nSec-WebSocket-Key: {key}\r\n"
         )
         .into_bytes();
-        if !self.protocols.is_empty() {
-            req.extend_from_slice(b"Sec-WebSocket-Protocol: ");
-            req.extend_from_slice(self.protocols.join(", ").as_bytes());
-            req.extend_from_slice(b"\r\n");
-        }
-        if let Some(d) = &self.config.deflate {
-            req.extend_from_slice(b"Sec-WebSocket-Extensions: ");
-            req.extend_from_slice(client_offer(d).as_bytes());
-            req.extend_from_slice(b"\r\n");
-        }
-        for (name, value) in &self.headers {
+        for (name, value) in &self.offer()? {
             req.extend_from_slice(name.as_str().as_bytes());
             req.extend_from_slice(b": ");
             req.extend_from_slice(value.as_bytes());
             req.extend_from_slice(b"\r\n");
         }
         req.extend_from_slice(b"\r\n");
-        req
+        Ok(req)
+    }
+
+    /// The request's fields both HTTP versions send: the version, the subprotocols and
+    /// extensions offered, and the extra headers.
+    pub(super) fn offer(&self) -> Result<HeaderMap, Error> {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
+        let bad = |what| move |_| Error::handshake(format!("the {what} are not a valid header"));
+        if !self.protocols.is_empty() {
+            let v = HeaderValue::try_from(self.protocols.join(", "));
+            h.insert(
+                header::SEC_WEBSOCKET_PROTOCOL,
+                v.map_err(bad("subprotocols"))?,
+            );
+        }
+        if let Some(d) = &self.config.deflate {
+            let v = HeaderValue::try_from(client_offer(d));
+            h.insert(
+                header::SEC_WEBSOCKET_EXTENSIONS,
+                v.map_err(bad("extensions"))?,
+            );
+        }
+        for (name, value) in &self.headers {
+            h.append(name, value.clone());
+        }
+        Ok(h)
     }
 }
 
@@ -191,7 +260,7 @@ struct Pending {
 struct Agreed {
     response: Response<()>,
     protocol: Option<HeaderValue>,
-    deflate: Option<super::proto::deflate::DeflateParams>,
+    deflate: Option<DeflateParams>,
     /// Bytes after the head: the server's first frames.
     rest: Vec<u8>,
 }
@@ -237,17 +306,10 @@ impl Handler for Handshake {
             read: agreed.rest,
             in_round: true,
         };
-        socket::start(
-            switched,
-            Role::Client,
-            &p.config,
-            machine,
-            agreed.protocol,
-            move |ws| {
-                tx.send(Ok((ws, response)));
-                std::future::ready(())
-            },
-        );
+        socket::start(switched, &p.config, machine, agreed.protocol, move |ws| {
+            tx.send(Ok((ws, response)));
+            std::future::ready(())
+        });
     }
 
     fn on_close(&self, _conn: &Conn, err: Option<std::io::Error>) {
@@ -304,24 +366,7 @@ impl Pending {
                 "Sec-WebSocket-Accept does not match the key",
             ));
         }
-        let protocol = h.get(header::SEC_WEBSOCKET_PROTOCOL).cloned();
-        if let Some(p) = &protocol {
-            if !self.protocols.iter().any(|o| o.as_bytes() == p.as_bytes()) {
-                return Err(Error::handshake(
-                    "the server chose a subprotocol not offered",
-                ));
-            }
-        }
-        let lines: Vec<&str> = extension_lines(h).collect();
-        let deflate = match &self.config.deflate {
-            Some(cfg) => client_accept(lines.iter().copied(), cfg).map_err(Error::handshake)?,
-            None if lines.is_empty() => None,
-            None => {
-                return Err(Error::handshake(
-                    "the server answered an extension not offered",
-                ))
-            }
-        };
+        let (protocol, deflate) = agreed(h, &self.protocols, &self.config)?;
         Ok(Some(Agreed {
             protocol,
             deflate,
@@ -329,4 +374,32 @@ impl Pending {
             response,
         }))
     }
+}
+
+/// What the server's answer agreed to, checked against what was offered: the subprotocol
+/// and permessage-deflate's parameters.
+pub(super) fn agreed(
+    h: &HeaderMap,
+    offered: &[String],
+    config: &Config,
+) -> Result<(Option<HeaderValue>, Option<DeflateParams>), Error> {
+    let protocol = h.get(header::SEC_WEBSOCKET_PROTOCOL).cloned();
+    if let Some(p) = &protocol {
+        if !offered.iter().any(|o| o.as_bytes() == p.as_bytes()) {
+            return Err(Error::handshake(
+                "the server chose a subprotocol not offered",
+            ));
+        }
+    }
+    let lines: Vec<&str> = extension_lines(h).collect();
+    let deflate = match &config.deflate {
+        Some(cfg) => client_accept(lines.iter().copied(), cfg).map_err(Error::handshake)?,
+        None if lines.is_empty() => None,
+        None => {
+            return Err(Error::handshake(
+                "the server answered an extension not offered",
+            ))
+        }
+    };
+    Ok((protocol, deflate))
 }

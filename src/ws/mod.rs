@@ -42,6 +42,7 @@ pub use client::{connect, Connector};
 pub use handshake::WebSocketUpgradeRejection;
 pub use message::{close_code, CloseCode, CloseFrame, Message, Utf8Bytes};
 pub use proto::deflate::DeflateConfig;
+pub use proto::keepalive::KeepAliveConfig;
 pub use socket::WebSocket;
 pub use transport::UpgradeBody;
 pub use upgrade::{upgrade, Upgrade, Upgrading};
@@ -64,6 +65,10 @@ pub struct Config {
     /// permessage-deflate, negotiated when the peer offers (server) or offered (client).
     /// Default off.
     pub deflate: Option<DeflateConfig>,
+    /// Pings a peer that has been silent for an interval, and closes the connection if it
+    /// then stays silent past the timeout (a dead peer is noticed without the application
+    /// sending anything). Default off, as axum's; one timer per connection when on.
+    pub keepalive: Option<KeepAliveConfig>,
 }
 
 impl Default for Config {
@@ -74,6 +79,7 @@ impl Default for Config {
             read_buffer_limit: 1 << 20,
             write_buffer_limit: 1 << 20,
             deflate: None,
+            keepalive: None,
         }
     }
 }
@@ -106,6 +112,8 @@ enum ErrorKind {
     NotUtf8,
     /// The opening handshake failed (client).
     Handshake(String),
+    /// The peer did not answer a keep-alive ping in time.
+    KeepAliveTimeout,
 }
 
 impl Error {
@@ -135,6 +143,12 @@ impl Error {
         }
     }
 
+    pub(crate) fn keepalive_timeout() -> Error {
+        Error {
+            kind: ErrorKind::KeepAliveTimeout,
+        }
+    }
+
     pub(crate) fn handshake(why: impl Into<String>) -> Error {
         Error {
             kind: ErrorKind::Handshake(why.into()),
@@ -143,14 +157,18 @@ impl Error {
 
     /// Whether the connection was already closed.
     pub fn is_closed(&self) -> bool {
-        matches!(self.kind, ErrorKind::Closed | ErrorKind::AbnormalClose)
+        matches!(
+            self.kind,
+            ErrorKind::Closed | ErrorKind::AbnormalClose | ErrorKind::KeepAliveTimeout
+        )
     }
 
-    /// The close code the connection was failed with, for a protocol error.
+    /// The close code the connection was failed with, for a protocol error (1006 for a
+    /// connection that ended without a close handshake).
     pub fn close_code(&self) -> Option<CloseCode> {
         match &self.kind {
             ErrorKind::Protocol(e) => Some(e.close_code()),
-            ErrorKind::AbnormalClose => Some(close_code::ABNORMAL),
+            ErrorKind::AbnormalClose | ErrorKind::KeepAliveTimeout => Some(close_code::ABNORMAL),
             _ => None,
         }
     }
@@ -167,6 +185,9 @@ impl fmt::Display for Error {
             }
             ErrorKind::NotUtf8 => f.write_str("the message is not UTF-8"),
             ErrorKind::Handshake(why) => write!(f, "WebSocket handshake failed: {why}"),
+            ErrorKind::KeepAliveTimeout => {
+                f.write_str("the WebSocket peer did not answer a keep-alive ping in time")
+            }
         }
     }
 }

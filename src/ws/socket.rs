@@ -9,14 +9,15 @@
 //! into the connection's output, and wait while more than the write bound is queued.
 
 use super::message::Message;
+use super::proto::keepalive::{Action, KeepAlive};
 use super::proto::{self, Machine, Role, State};
 use super::transport::{StreamIo, Transport};
 use super::{Config, Error};
 use crate::http::switch::Switched;
-use crate::http::Incoming;
 use crate::{Conn, Handler};
 use bytes::Bytes;
 use http::HeaderValue;
+use http_body::Body;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -30,7 +31,6 @@ pub(crate) type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// What the connection and its handles share.
 pub(crate) struct Shared {
     io: Transport,
-    role: Role,
     read_limit: usize,
     write_limit: usize,
     inner: Mutex<Inner>,
@@ -47,10 +47,16 @@ struct Inner {
     end: End,
     /// Reads are held because the inbox is full.
     holding: bool,
-    /// The close frame owed for a protocol error, sent after the application's turn so
-    /// that its answers to the messages before the error go first (Autobahn's strict
-    /// order).
-    failing: Option<Vec<u8>>,
+    /// Keep-alive pings, when configured (boxed: most sockets have none).
+    keepalive: Option<Box<KeepAliveSlot>>,
+}
+
+/// The keep-alive machine and the task that runs its deadlines.
+struct KeepAliveSlot {
+    machine: KeepAlive,
+    /// The keep-alive task while it sleeps, woken when the socket ends so that it does not
+    /// keep the socket's state alive until its deadline.
+    waker: Option<Waker>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,8 +64,36 @@ enum End {
     Open,
     /// The close handshake finished, or the connection ended after it.
     Closed,
-    /// A failure to report once, then `Closed`.
-    Failed(Error),
+    /// A failure to report once, then `Closed` (boxed: every socket's state has an `End`,
+    /// few fail).
+    Failed(Box<Failure>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Failure {
+    error: Error,
+    /// The close frame owed for a protocol error, sent after the application's turn so
+    /// that its answers to the messages before the error go first (Autobahn's strict
+    /// order).
+    close: Option<Box<[u8]>>,
+}
+
+impl End {
+    fn failed(error: Error) -> End {
+        End::Failed(Box::new(Failure { error, close: None }))
+    }
+
+    /// The failure to report to a sender: once the close it owes, if any, is out.
+    fn send_error(&self) -> Option<Error> {
+        match self {
+            End::Failed(f) if f.close.is_none() => Some(f.error.clone()),
+            _ => None,
+        }
+    }
+
+    fn owes_close(&self) -> bool {
+        matches!(self, End::Failed(f) if f.close.is_some())
+    }
 }
 
 thread_local! {
@@ -93,6 +127,9 @@ impl Shared {
             return None;
         }
         let inner = &mut *inner;
+        if let Some(k) = inner.keepalive.as_mut() {
+            k.machine.heard();
+        }
         let before = inner.inbox.len();
         let result = with_scratch(|out| {
             let inbox = &mut inner.inbox;
@@ -101,17 +138,23 @@ impl Shared {
                 *bytes += payload_len(&m);
                 inbox.push_back(m);
             });
-            if r.is_err() {
-                inner.failing = Some(out.clone());
-            } else if !out.is_empty() {
-                let _ = self.io.send(out);
+            match r {
+                Err(e) => Err((e, out.as_slice().into())),
+                Ok(()) => {
+                    if !out.is_empty() {
+                        let _ = self.io.send(out);
+                    }
+                    Ok(())
+                }
             }
-            r
         });
         match result {
-            Err(e) => {
+            Err((e, close)) => {
                 tracing::debug!(error = %e, "WebSocket protocol error");
-                inner.end = End::Failed(Error::protocol(e));
+                inner.end = End::Failed(Box::new(Failure {
+                    error: Error::protocol(e),
+                    close: Some(close),
+                }));
             }
             Ok(()) => self.close_if_done(inner),
         }
@@ -130,7 +173,7 @@ impl Shared {
     fn close_if_done(&self, inner: &mut Inner) {
         if inner.machine.state() == State::Closed {
             inner.end = End::Closed;
-            if self.role == Role::Server {
+            if inner.machine.role() == Role::Server {
                 self.io.close();
             } else {
                 self.io.shutdown_write();
@@ -145,16 +188,59 @@ impl Shared {
             inner.end = if inner.machine.state() == State::Closed {
                 End::Closed
             } else {
-                End::Failed(match err {
+                End::failed(match err {
                     Some(e) => Error::io(e),
                     None => Error::abnormal_close(),
                 })
             };
         }
-        [inner.reader.take(), inner.writer.take()]
+        let keepalive = inner.keepalive.as_mut().and_then(|k| k.waker.take());
+        [inner.reader.take(), inner.writer.take(), keepalive]
             .into_iter()
             .flatten()
             .collect()
+    }
+
+    /// The keep-alive task's wait: ready with `true` once the socket has ended.
+    fn keepalive_ended(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut inner = self.lock();
+        if inner.end != End::Open {
+            return Poll::Ready(true);
+        }
+        if let Some(k) = inner.keepalive.as_mut() {
+            k.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// A keep-alive deadline passed: pings a silent peer, or fails the connection of one
+    /// that did not answer. Returns how long until the next deadline (none: the socket
+    /// has ended).
+    fn keepalive_deadline(&self) -> Option<std::time::Duration> {
+        let mut inner = self.lock();
+        if inner.end != End::Open {
+            return None;
+        }
+        let (action, wait) = inner.keepalive.as_mut()?.machine.on_deadline();
+        match action {
+            Action::Wait => {}
+            Action::Ping => with_scratch(|out| {
+                let ping = proto::Message::Ping(Bytes::new());
+                if inner.machine.send(&ping, out).is_ok() {
+                    let _ = self.io.send(out);
+                }
+            }),
+            Action::Fail => {
+                tracing::debug!("WebSocket peer did not answer a keep-alive ping");
+                inner.end = End::failed(Error::keepalive_timeout());
+                let wakers = [inner.reader.take(), inner.writer.take()];
+                drop(inner);
+                self.io.close();
+                wakers.into_iter().flatten().for_each(Waker::wake);
+                return None;
+            }
+        }
+        Some(wait)
     }
 
     /// After a protocol error, once the application has taken every message before it
@@ -167,7 +253,14 @@ impl Shared {
     }
 
     fn send_failing(&self, inner: &mut Inner) {
-        if let Some(close) = inner.failing.take() {
+        if let End::Failed(f) = &mut inner.end {
+            self.send_close(f.close.take());
+        }
+    }
+
+    /// Sends a protocol error's close, then ends the connection.
+    fn send_close(&self, close: Option<Box<[u8]>>) {
+        if let Some(close) = close {
             let _ = self.io.send(&close);
             self.io.close();
         }
@@ -198,17 +291,18 @@ impl Shared {
                 Poll::Pending
             }
             End::Closed => Poll::Ready(None),
-            End::Failed(e) => {
-                self.send_failing(&mut inner);
-                Poll::Ready(Some(Err(e)))
+            End::Failed(f) => {
+                let Failure { error, close } = *f;
+                self.send_close(close);
+                Poll::Ready(Some(Err(error)))
             }
         }
     }
 
     fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         let mut inner = self.lock();
-        if let (End::Failed(e), None) = (&inner.end, &inner.failing) {
-            return Poll::Ready(Err(e.clone()));
+        if let Some(e) = inner.end.send_error() {
+            return Poll::Ready(Err(e));
         }
         if !self.io.is_open() {
             return Poll::Ready(Err(Error::closed()));
@@ -224,15 +318,15 @@ impl Shared {
 
     fn send(&self, msg: Message) -> Result<(), Error> {
         let mut inner = self.lock();
-        if let (End::Failed(e), None) = (&inner.end, &inner.failing) {
-            return Err(e.clone());
+        if let Some(e) = inner.end.send_error() {
+            return Err(e);
         }
         let msg = proto::Message::from(msg);
         with_scratch(|out| {
             inner.machine.send(&msg, out).map_err(Error::protocol)?;
             self.io.send(out).map_err(Error::io)
         })?;
-        if inner.failing.is_none() {
+        if !inner.end.owes_close() {
             self.close_if_done(&mut inner);
         }
         Ok(())
@@ -242,7 +336,7 @@ impl Shared {
     /// protocol error, with the close it owes).
     fn abandon(&self) {
         let mut inner = self.lock();
-        if inner.failing.is_some() {
+        if inner.end.owes_close() {
             self.send_failing(&mut inner);
         } else if inner.machine.state() == State::Open {
             let close = proto::Message::Close(Some(proto::CloseFrame {
@@ -274,7 +368,8 @@ fn payload_len(m: &proto::Message) -> usize {
 /// [`Sink`](futures_sink::Sink) for them, with `recv` and `send` as axum's has.
 pub struct WebSocket {
     shared: Arc<Shared>,
-    protocol: Option<HeaderValue>,
+    /// Boxed: most sockets have none, and every future holding the socket carries it.
+    protocol: Option<Box<HeaderValue>>,
 }
 
 impl WebSocket {
@@ -291,7 +386,7 @@ impl WebSocket {
 
     /// The subprotocol the handshake agreed on.
     pub fn protocol(&self) -> Option<&HeaderValue> {
-        self.protocol.as_ref()
+        self.protocol.as_deref()
     }
 
     /// Starts the close handshake with a close frame (the peer's answer then ends
@@ -340,8 +435,6 @@ struct Driven {
     shared: Arc<Shared>,
     task: Option<Task>,
     waker: Waker,
-    /// The bytes after the handshake, for `on_open` (a connection not yet registered).
-    first: Vec<u8>,
 }
 
 /// The connection's handler once it speaks WebSocket (its state is the context).
@@ -386,15 +479,39 @@ fn with_driven(conn: &Conn, f: impl FnOnce(&mut Driven)) {
     })
 }
 
-impl Handler for WsHandler {
+/// An adopted connection's handler until it opens (it is not registered yet): it holds the
+/// bytes after the handshake, feeds them in `on_open`, and gives way to the shared
+/// [`WsHandler`], so that sockets keep no room for them.
+struct Adopted {
+    first: Mutex<Option<Box<[u8]>>>,
+}
+
+impl Handler for Adopted {
     fn on_open(&self, conn: &Conn) {
-        // An adopted connection: its first bytes were set aside before it was registered.
-        with_driven(conn, |d| {
-            let first = std::mem::take(&mut d.first);
-            d.receive(&first);
-        });
+        conn.set_shared_handler(ws_handler());
+        let first = self.first.lock().ok().and_then(|mut f| f.take());
+        with_driven(conn, |d| d.receive(&first.unwrap_or_default()));
     }
 
+    // Only `on_open` comes first; the rest are WsHandler's, should one come anyway.
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        WsHandler.on_data(conn, data)
+    }
+
+    fn on_eof(&self, conn: &Conn) {
+        WsHandler.on_eof(conn)
+    }
+
+    fn on_wake(&self, conn: &Conn) {
+        WsHandler.on_wake(conn)
+    }
+
+    fn on_close(&self, conn: &Conn, err: Option<std::io::Error>) {
+        WsHandler.on_close(conn, err)
+    }
+}
+
+impl Handler for WsHandler {
     fn on_data(&self, conn: &Conn, data: &[u8]) {
         with_driven(conn, |d| d.receive(data));
     }
@@ -436,7 +553,6 @@ impl Handler for WsHandler {
 /// registered); `task` gets the socket.
 pub(crate) fn start<F, Fut>(
     sw: Switched,
-    role: Role,
     config: &Config,
     machine: Machine,
     protocol: Option<HeaderValue>,
@@ -451,27 +567,43 @@ pub(crate) fn start<F, Fut>(
         in_round,
     } = sw;
     let conn = &conn;
-    let shared = new_shared(Transport::Conn(conn.clone()), role, config, machine);
+    let shared = new_shared(Transport::Conn(conn.clone()), config, machine);
     let socket = WebSocket {
         shared: shared.clone(),
-        protocol,
+        protocol: protocol.map(Box::new),
     };
     conn.set_context(Driven {
         shared,
         task: Some(Box::pin(task(socket))),
         waker: conn.waker(),
-        first: if in_round { Vec::new() } else { read.clone() },
     });
-    conn.set_handler(WsHandler);
     if in_round {
+        conn.set_shared_handler(ws_handler());
         WsHandler.on_data(conn, &read);
+    } else {
+        conn.set_handler(Adopted {
+            first: Mutex::new(Some(read.into_boxed_slice())),
+        });
     }
 }
 
-fn new_shared(io: Transport, role: Role, config: &Config, machine: Machine) -> Arc<Shared> {
-    Arc::new(Shared {
+/// The handler of every WebSocket connection: one, shared (its state is the context).
+fn ws_handler() -> Arc<dyn Handler> {
+    static HANDLER: std::sync::LazyLock<Arc<dyn Handler>> =
+        std::sync::LazyLock::new(|| Arc::new(WsHandler));
+    HANDLER.clone()
+}
+
+fn new_shared(io: Transport, config: &Config, machine: Machine) -> Arc<Shared> {
+    let keepalive = config.keepalive.map(|c| {
+        Box::new(KeepAliveSlot {
+            machine: KeepAlive::new(c),
+            waker: None,
+        })
+    });
+    let first_wait = keepalive.as_ref().map(|k| k.machine.first_wait());
+    let shared = Arc::new(Shared {
         io,
-        role,
         read_limit: config.read_buffer_limit,
         write_limit: config.write_buffer_limit,
         inner: Mutex::new(Inner {
@@ -482,50 +614,74 @@ fn new_shared(io: Transport, role: Role, config: &Config, machine: Machine) -> A
             writer: None,
             end: End::Open,
             holding: false,
-            failing: None,
+            keepalive,
         }),
-    })
+    });
+    if let Some(wait) = first_wait {
+        crate::spawn(run_keepalive(shared.clone(), wait));
+    }
+    shared
 }
 
-/// Puts a server's WebSocket on an HTTP/2 stream: `output` carries what it sends (the
-/// response body reads it), `input` (the request body) is read on a task of its own, and
-/// `task` gets the socket on another: one connection carries many streams, so its rounds
-/// cannot poll them.
-pub(crate) fn start_stream<F, Fut>(
+/// Sleeps until each keep-alive deadline and applies it, until the socket ends.
+async fn run_keepalive(shared: Arc<Shared>, mut wait: std::time::Duration) {
+    loop {
+        let mut sleep = crate::time::sleep(wait);
+        let ended = std::future::poll_fn(|cx| match shared.keepalive_ended(cx) {
+            Poll::Ready(ended) => Poll::Ready(ended),
+            Poll::Pending => Pin::new(&mut sleep).poll(cx).map(|()| false),
+        })
+        .await;
+        if ended {
+            return;
+        }
+        match shared.keepalive_deadline() {
+            Some(next) => wait = next,
+            None => return,
+        }
+    }
+}
+
+/// Puts a WebSocket on an HTTP/2 stream: `output` carries what it sends (the server's
+/// response body or the client's request body reads it), `input` (the other body) is read
+/// on a task of its own. One connection carries many streams, so its rounds cannot poll
+/// the application's task: the server spawns it, the client's caller holds the socket.
+pub(crate) fn stream_socket<B>(
     output: Arc<StreamIo>,
-    input: Incoming,
+    input: B,
     config: &Config,
     machine: Machine,
     protocol: Option<HeaderValue>,
-    task: F,
-) where
-    F: FnOnce(WebSocket) -> Fut + Send + 'static,
-    Fut: Future<Output = ()> + Send + 'static,
+) -> WebSocket
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<crate::http::BoxError>,
 {
-    let shared = new_shared(
-        Transport::Stream(output.clone()),
-        Role::Server,
-        config,
-        machine,
-    );
+    let shared = new_shared(Transport::Stream(output.clone()), config, machine);
     crate::spawn(read_stream(shared.clone(), output, input));
-    let socket = WebSocket { shared, protocol };
-    crate::spawn(task(socket));
+    WebSocket {
+        shared,
+        protocol: protocol.map(Box::new),
+    }
 }
 
-/// Feeds the request body's DATA to the machine, pausing while reads are held; its end
+/// Feeds the input body's DATA to the machine, pausing while reads are held; its end
 /// ends the socket, and the socket's end (its output closed) ends the reading.
-async fn read_stream(shared: Arc<Shared>, output: Arc<StreamIo>, mut input: Incoming) {
-    use http_body::Body as _;
+async fn read_stream<B>(shared: Arc<Shared>, output: Arc<StreamIo>, input: B)
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<crate::http::BoxError>,
+{
+    let mut input = std::pin::pin!(input);
     let err = loop {
         let next = std::future::poll_fn(|cx| match output.poll_input(cx) {
-            Poll::Ready(true) => Pin::new(&mut input).poll_frame(cx).map(Some),
+            Poll::Ready(true) => input.as_mut().poll_frame(cx).map(Some),
             Poll::Ready(false) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         });
         match next.await.flatten() {
             None => break None,
-            Some(Err(e)) => break Some(std::io::Error::other(e)),
+            Some(Err(e)) => break Some(std::io::Error::other(e.into())),
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
                     if let Some(w) = shared.receive(&data, Waker::noop()) {

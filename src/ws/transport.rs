@@ -207,6 +207,15 @@ impl UpgradeBody {
             start: Some(start),
         }
     }
+
+    /// A client's request body: the socket's output, from the start.
+    #[cfg(feature = "client")]
+    pub(crate) fn output(io: Arc<StreamIo>) -> UpgradeBody {
+        UpgradeBody {
+            stream: Some(io),
+            start: None,
+        }
+    }
 }
 
 impl Body for UpgradeBody {

@@ -220,14 +220,7 @@ impl Claim {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let machine = self.machine();
-        socket::start(
-            sw,
-            Role::Server,
-            &self.config,
-            machine,
-            self.protocol.take(),
-            callback,
-        );
+        socket::start(sw, &self.config, machine, self.protocol.take(), callback);
     }
 
     fn start_stream<F, Fut>(mut self, output: Arc<StreamIo>, input: Incoming, callback: F)
@@ -236,14 +229,9 @@ impl Claim {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let machine = self.machine();
-        socket::start_stream(
-            output,
-            input,
-            &self.config,
-            machine,
-            self.protocol.take(),
-            callback,
-        );
+        let protocol = self.protocol.take();
+        let socket = socket::stream_socket(output, input, &self.config, machine, protocol);
+        crate::spawn(callback(socket));
     }
 }
 

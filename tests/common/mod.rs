@@ -253,6 +253,29 @@ impl Drop for RestoreNofile {
 }
 
 // ---------------------------------------------------------------------------------------
+// Peers
+// ---------------------------------------------------------------------------------------
+
+/// Whether `python3` can import `module`, for tests whose peer is a Python library. On a
+/// developer's machine without it the test is skipped (with a note); under `CI=true` a
+/// missing peer fails the test, since `.ci/run` installs every peer and a skip there would
+/// hide that the test never ran.
+pub fn python_has(module: &str) -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 cannot import {module}, and CI=true: .ci/run must install it"
+        );
+        eprintln!("SKIP: python3 cannot import {module} (.ci/run installs it)");
+    }
+    found
+}
+
+// ---------------------------------------------------------------------------------------
 // Sockets and files
 // ---------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 mod close;
 pub(crate) mod deflate;
 mod frame;
+pub(crate) mod keepalive;
 mod mask;
 mod utf8;
 
@@ -156,7 +157,11 @@ const MAX_CONTROL: usize = 125;
 /// One side of a WebSocket connection, without IO.
 pub struct Machine {
     role: Role,
-    limits: Limits,
+    /// `Limits`' fields, kept apart so that `auto_pong` packs with the other small fields
+    /// (every idle socket carries a machine).
+    max_frame_size: usize,
+    max_message_size: usize,
+    auto_pong: bool,
     /// Boxed: most connections never negotiate it, and an idle one should not carry its
     /// room.
     deflate: Option<Box<PerMessageDeflate>>,
@@ -196,7 +201,9 @@ impl Machine {
     ) -> Machine {
         Machine {
             role,
-            limits,
+            max_frame_size: limits.max_frame_size,
+            max_message_size: limits.max_message_size,
+            auto_pong: limits.auto_pong,
             deflate: deflate.map(Box::new),
             // xorshift never leaves 0.
             rng: if mask_seed == 0 {
@@ -216,6 +223,11 @@ impl Machine {
 
     /// `Closed` once failed too, though `send` still works then: the driver sends the
     /// application's answers to the messages before the error ahead of the Close.
+    /// Which end this machine is.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
     pub fn state(&self) -> State {
         if self.failed {
             State::Closed
@@ -228,6 +240,7 @@ impl Machine {
     /// (without context takeover), whatever came before.
     pub fn held_bytes(&self) -> usize {
         self.msg.as_ref().map_or(0, |m| m.buf.capacity())
+            + self.control.capacity()
             + self.deflate.as_ref().map_or(0, |d| d.held_bytes())
     }
 
@@ -258,6 +271,7 @@ impl Machine {
                 self.failed = true;
                 self.frame = None;
                 self.msg = None;
+                self.control = Vec::new();
                 Err(e)
             }
         }
@@ -394,14 +408,14 @@ impl Machine {
             }
         }
         let len = match usize::try_from(h.len) {
-            Ok(l) if l <= self.limits.max_frame_size => l,
+            Ok(l) if l <= self.max_frame_size => l,
             _ => return Err(Error::TooBig),
         };
         if control {
             self.control = Vec::with_capacity(len);
         } else {
             let have = self.msg.as_ref().map_or(0, |m| m.buf.len());
-            if have.saturating_add(len) > self.limits.max_message_size {
+            if have.saturating_add(len) > self.max_message_size {
                 return Err(Error::TooBig);
             }
             match self.msg.as_mut() {
@@ -448,12 +462,12 @@ impl Machine {
         let payload = if msg.compressed {
             let d = self.deflate.as_mut().ok_or(Error::BadCompressed)?;
             let mut plain = Vec::new();
-            d.decompress(&msg.buf, self.limits.max_message_size, &mut plain)
+            d.decompress(&msg.buf, self.max_message_size, &mut plain)
                 .map_err(|e| match e {
                     InflateError::TooBig => Error::TooBig,
                     InflateError::Corrupt => Error::BadCompressed,
                 })?;
-            if plain.len() > self.limits.max_message_size {
+            if plain.len() > self.max_message_size {
                 return Err(Error::TooBig);
             }
             if msg.text && std::str::from_utf8(&plain).is_err() {
@@ -484,7 +498,7 @@ impl Machine {
         let payload = Bytes::from(std::mem::take(&mut self.control));
         match opcode {
             OP_PING => {
-                if self.limits.auto_pong && self.state == State::Open {
+                if self.auto_pong && self.state == State::Open {
                     // Every Ping gets its Pong (Autobahn 2.10 wants them all); a flood
                     // is bounded by the connection's output, whose backlog holds reads.
                     self.write_frame(OP_PONG, &payload, out);

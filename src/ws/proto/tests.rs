@@ -887,3 +887,22 @@ proptest! {
         crate::ws::fuzzing::check_frames(flags, &input, usize::from(split));
     }
 }
+
+/// A Ping split across reads is held only until it is whole, then handed on (and
+/// answered): an idle machine keeps no room for control frames.
+#[test]
+fn a_split_ping_is_held_only_while_it_is_read() {
+    let mut m = server();
+    let wire = cf(FIN | 9, b"hello");
+    let (r, got, out) = run(&mut m, &wire[..8]);
+    assert!(r.is_ok() && got.is_empty() && out.is_empty());
+    assert_eq!(m.held_bytes(), 5);
+    let (r, got, out) = run(&mut m, &wire[8..]);
+    assert!(r.is_ok());
+    assert_eq!(got, vec![Message::Ping(Bytes::from_static(b"hello"))]);
+    assert_eq!(
+        decode(Role::Server, &out),
+        vec![Message::Pong(Bytes::from_static(b"hello"))]
+    );
+    assert_eq!(m.held_bytes(), 0);
+}

@@ -14,10 +14,19 @@ pub(crate) struct RequestHead<'a> {
     pub authority: &'a str,
     /// Path and query (origin form).
     pub path: &'a str,
+    /// The `:protocol` of an extended CONNECT (RFC 8441): the stream then carries it.
+    pub protocol: Option<&'a str>,
     pub headers: &'a HeaderMap,
 }
 
 impl ClientConn {
+    /// Whether the server allows extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL, RFC
+    /// 8441); `None` until its SETTINGS came.
+    pub(crate) fn extended_connect(&self) -> Option<bool> {
+        self.got_settings
+            .then_some(self.peer.enable_connect_protocol)
+    }
+
     /// Whether a new stream may be opened now: the connection is usable and fewer streams
     /// are open than the server's SETTINGS_MAX_CONCURRENT_STREAMS (before its SETTINGS
     /// came, `initial_max_concurrent_streams`).
@@ -47,12 +56,18 @@ impl ClientConn {
         let e = &mut self.encoder;
         e.begin_block(out);
         e.encode_field(b":method", req.method.as_str().as_bytes(), false, out);
-        if req.method != Method::CONNECT {
+        // A plain CONNECT names only its authority (RFC 9113 §8.5); an extended one also
+        // its scheme, path and protocol (RFC 8441 §4).
+        let tunnel = req.method == Method::CONNECT && req.protocol.is_none();
+        if !tunnel {
             e.encode_field(b":scheme", req.scheme.as_bytes(), false, out);
         }
         e.encode_field(b":authority", req.authority.as_bytes(), false, out);
-        if req.method != Method::CONNECT {
+        if !tunnel {
             e.encode_field(b":path", req.path.as_bytes(), false, out);
+        }
+        if let Some(p) = req.protocol {
+            e.encode_field(b":protocol", p.as_bytes(), false, out);
         }
         for (name, value) in req.headers {
             let n = name.as_str();

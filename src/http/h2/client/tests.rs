@@ -158,6 +158,7 @@ impl Pair {
             scheme: "http",
             authority: "example.com",
             path,
+            protocol: None,
             headers: h,
         };
         self.client
@@ -232,6 +233,42 @@ fn a_get_round_trips_through_the_server_machine() {
 }
 
 #[test]
+fn an_extended_connect_sends_its_protocol_scheme_and_path_once_the_server_allows_it() {
+    let mut scfg = ServerConfig::default();
+    scfg.http2.extended_connect = true;
+    let mut out = Vec::new();
+    let fresh = ClientConn::new(&ClientConfig::default(), Instant::now(), &mut out);
+    assert_eq!(
+        fresh.extended_connect(),
+        None,
+        "before the server's SETTINGS"
+    );
+    let mut p = Pair::new(ClientConfig::default(), scfg);
+    p.pump();
+    assert_eq!(p.client.extended_connect(), Some(true));
+    let head = RequestHead {
+        method: &http::Method::CONNECT,
+        scheme: "http",
+        authority: "example.com",
+        path: "/chat",
+        protocol: Some("websocket"),
+        headers: &HeaderMap::new(),
+    };
+    assert_eq!(p.client.open(&head, false, &mut p.to_server), Some(1));
+    p.pump();
+    let (_, got) = &p.d.requests[0];
+    assert_eq!(got.method, http::Method::CONNECT);
+    assert_eq!(got.protocol.as_ref().map(|p| p.as_str()), Some("websocket"));
+    assert_eq!(got.uri, "http://example.com/chat");
+    // A server that does not advertise it.
+    let mut scfg = ServerConfig::default();
+    scfg.http2.extended_connect = false;
+    let mut p = Pair::new(ClientConfig::default(), scfg);
+    p.pump();
+    assert_eq!(p.client.extended_connect(), Some(false));
+}
+
+#[test]
 fn forbidden_request_fields_are_not_sent_and_host_becomes_the_authority() {
     let mut p = pair();
     let mut h = HeaderMap::new();
@@ -279,6 +316,7 @@ fn before_the_servers_settings_the_configured_initial_limit_holds() {
         scheme: "https",
         authority: "h",
         path: "/",
+        protocol: None,
         headers: &h,
     };
     assert_eq!(c.open(&head, true, &mut out), Some(1));
@@ -445,6 +483,7 @@ fn open_get(c: &mut ClientConn, out: &mut Vec<u8>) -> u32 {
         scheme: "http",
         authority: "h",
         path: "/",
+        protocol: None,
         headers: &h,
     };
     c.open(&head, true, out).unwrap()

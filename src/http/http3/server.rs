@@ -1,0 +1,338 @@
+//! Serving one QUIC connection: h3's accept loop on the connection's task, and a task per
+//! request that calls the service, feeds the request body into an [`Incoming`] channel
+//! and writes the response (head, data, trailers) through h3.
+
+use super::endpoint::QuicConn;
+use super::quic::{RecvStream, SendStream};
+use crate::http::h1::server::{BodyFailure, BodySink};
+use crate::http::service::BoxError;
+use crate::http::Incoming;
+use bytes::{Buf, Bytes};
+use h3::error::Code;
+use h3::server::{RequestResolver, RequestStream};
+use http::{header, HeaderMap, Request, Response, StatusCode};
+use http_body::Body;
+use std::future::{poll_fn, Future};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Wake, Waker};
+use tower_service::Service;
+
+/// Limits a request task needs.
+#[derive(Clone, Copy)]
+pub(crate) struct Limits {
+    /// Request body bytes buffered before reading from the stream stops.
+    pub body_buffer: usize,
+    pub max_body_size: Option<u64>,
+    /// A request head's largest size (h3 answers 431 past it, and tells the client).
+    pub max_field_section_size: u64,
+}
+
+/// Runs h3 on `quic`: accepts requests until the client goes away, each on its own task.
+/// The service is shared by the connection's requests (called under a lock, its futures
+/// run on the request tasks). When `drain` completes (graceful shutdown) it sends GOAWAY,
+/// refuses later requests, and returns (closing the connection) once those it took are
+/// done.
+pub(crate) async fn serve_connection<S, B>(
+    quic: QuicConn,
+    svc: S,
+    limits: Limits,
+    drain: impl Future<Output = ()>,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let handle = quic.clone();
+    let built = h3::server::builder()
+        .max_field_section_size(limits.max_field_section_size)
+        .build::<QuicConn, Bytes>(quic)
+        .await;
+    let mut conn = match built {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(error = %e, "HTTP/3 connection failed to start");
+            return;
+        }
+    };
+    let svc = Arc::new(Mutex::new(svc));
+    let in_flight = Arc::new(InFlight::default());
+    let mut drain = std::pin::pin!(drain);
+    let mut draining = false;
+    loop {
+        let step = {
+            let mut accept = std::pin::pin!(conn.accept());
+            poll_fn(|cx| {
+                if let Poll::Ready(r) = accept.as_mut().poll(cx) {
+                    return Poll::Ready(Step::Accepted(r));
+                }
+                if !draining {
+                    return drain.as_mut().poll(cx).map(|()| Step::Drain);
+                }
+                in_flight.waiter.set(cx.waker());
+                match in_flight.count.load(Ordering::Acquire) {
+                    0 => Poll::Ready(Step::Done),
+                    _ => Poll::Pending,
+                }
+            })
+            .await
+        };
+        match step {
+            Step::Accepted(Ok(Some(resolver))) => {
+                let guard = InFlight::enter(&in_flight);
+                let svc = svc.clone();
+                crate::spawn(async move {
+                    request(resolver, svc, limits).await;
+                    drop(guard);
+                });
+            }
+            Step::Accepted(Ok(None)) | Step::Done => break,
+            Step::Accepted(Err(e)) => {
+                tracing::debug!(error = %e, "HTTP/3 connection ended");
+                break;
+            }
+            Step::Drain => {
+                draining = true;
+                // GOAWAY names the first request not served: one past the last accepted
+                // (h3 counts `max_requests` from the last accepted stream).
+                if let Err(e) = conn.shutdown(1).await {
+                    tracing::debug!(error = %e, "HTTP/3 GOAWAY not sent");
+                    break;
+                }
+            }
+        }
+    }
+    // Dropping h3's connection closes the QUIC one (H3_NO_ERROR); the caller may stop the
+    // server next, so wait (briefly) until the close has left.
+    drop(conn);
+    let sent = crate::time::timeout(CLOSE_GRACE, handle.close_sent()).await;
+    if sent.is_err() {
+        tracing::debug!("HTTP/3 CONNECTION_CLOSE not sent within {CLOSE_GRACE:?}");
+    }
+}
+
+/// How long a connection's end waits for its CONNECTION_CLOSE to be sent.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+enum Step<R> {
+    Accepted(Result<Option<R>, h3::error::ConnectionError>),
+    Drain,
+    Done,
+}
+
+/// The requests a connection has running, so a graceful shutdown waits for them.
+#[derive(Default)]
+struct InFlight {
+    count: AtomicUsize,
+    waiter: WakeSlot,
+}
+
+/// One running request; dropping it wakes the connection when it was the last.
+struct Entered(Arc<InFlight>);
+
+impl InFlight {
+    fn enter(me: &Arc<InFlight>) -> Entered {
+        me.count.fetch_add(1, Ordering::AcqRel);
+        Entered(me.clone())
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.waiter.wake_waiter();
+        }
+    }
+}
+
+async fn request<S, B>(
+    resolver: RequestResolver<QuicConn, Bytes>,
+    svc: Arc<Mutex<S>>,
+    limits: Limits,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let (req, stream) = match resolver.resolve_request().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(error = %e, "HTTP/3 request not read");
+            return;
+        }
+    };
+    let (mut send, recv) = stream.split();
+    let length = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let room = Arc::new(WakeSlot::default());
+    let (body, sender) =
+        Incoming::channel(Waker::from(room.clone()), length, false, limits.body_buffer);
+    crate::spawn(pump(recv, sender, room, limits.max_body_size));
+    let req = req.map(|()| body);
+    // Errors become BoxErrors at once: the service's own need not be Send.
+    let ready = poll_fn(|cx| svc.lock().unwrap().poll_ready(cx).map_err(Into::into)).await;
+    let resp: Result<_, BoxError> = match ready {
+        Ok(()) => {
+            let fut = svc.lock().unwrap().call(req);
+            fut.await.map_err(Into::into)
+        }
+        Err(e) => Err(e),
+    };
+    let result = match resp {
+        Ok(resp) => respond(&mut send, resp).await,
+        Err(e) => {
+            tracing::error!(error = %e, "the service failed");
+            let mut resp = Response::new(());
+            *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            match send.send_response(resp).await {
+                Ok(()) => send.finish().await,
+                Err(e) => Err(e),
+            }
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "HTTP/3 response not sent");
+    }
+}
+
+/// Fields that mean something only to HTTP/1.1 (RFC 9114 §4.2 forbids them).
+const CONNECTION_SPECIFIC: [header::HeaderName; 4] = [
+    header::CONNECTION,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::HeaderName::from_static("keep-alive"),
+];
+
+fn strip_connection_specific(headers: &mut HeaderMap) {
+    for name in &CONNECTION_SPECIFIC {
+        headers.remove(name);
+    }
+}
+
+async fn respond<B>(
+    send: &mut RequestStream<SendStream<Bytes>, Bytes>,
+    resp: Response<B>,
+) -> Result<(), h3::error::StreamError>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    let (mut parts, body) = resp.into_parts();
+    strip_connection_specific(&mut parts.headers);
+    send.send_response(Response::from_parts(parts, ())).await?;
+    let mut body = std::pin::pin!(body);
+    loop {
+        let next = poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
+        let frame = match next.map(|r| r.map_err(Into::<BoxError>::into)) {
+            None => break,
+            Some(Ok(f)) => f,
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "response body failed");
+                send.stop_stream(Code::H3_INTERNAL_ERROR);
+                return Ok(());
+            }
+        };
+        match frame.into_data() {
+            Ok(mut data) => {
+                let bytes = data.copy_to_bytes(data.remaining());
+                if !bytes.is_empty() {
+                    send.send_data(bytes).await?;
+                }
+            }
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    send.send_trailers(trailers).await?;
+                    break;
+                }
+            }
+        }
+    }
+    send.finish().await
+}
+
+/// Moves the request body from the stream into the service's `Incoming`, waiting while
+/// its buffer is full (so a slow reader holds the client back by QUIC's flow control).
+async fn pump(
+    mut recv: RequestStream<RecvStream, Bytes>,
+    mut sender: crate::http::body::BodySender,
+    room: Arc<WakeSlot>,
+    max: Option<u64>,
+) {
+    let mut total = 0u64;
+    loop {
+        poll_fn(|cx| {
+            room.set(cx.waker());
+            if sender.has_room() {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
+        if sender.reader_gone() {
+            recv.stop_sending(Code::H3_NO_ERROR);
+            return;
+        }
+        match recv.recv_data().await {
+            Ok(Some(mut data)) => {
+                total += data.remaining() as u64;
+                if let Some(max) = max.filter(|&m| total > m) {
+                    recv.stop_sending(Code::H3_REQUEST_REJECTED);
+                    sender.fail(BodyFailure::TooLarge(max));
+                    return;
+                }
+                while data.has_remaining() {
+                    let n = data.chunk().len();
+                    sender.push(data.chunk());
+                    data.advance(n);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(error = %e, "HTTP/3 request body failed");
+                sender.fail(BodyFailure::Incomplete);
+                return;
+            }
+        }
+    }
+    match recv.recv_trailers().await {
+        Ok(trailers) => sender.finish(trailers),
+        Err(_) => sender.fail(BodyFailure::Incomplete),
+    }
+}
+
+/// The body channel's waker: wakes whichever poll of the pump last waited for room.
+#[derive(Default)]
+struct WakeSlot(Mutex<Option<Waker>>);
+
+impl WakeSlot {
+    fn set(&self, w: &Waker) {
+        let mut slot = self.0.lock().unwrap();
+        if !slot.as_ref().is_some_and(|old| old.will_wake(w)) {
+            *slot = Some(w.clone());
+        }
+    }
+
+    fn wake_waiter(&self) {
+        if let Some(w) = self.0.lock().unwrap().take() {
+            w.wake();
+        }
+    }
+}
+
+impl Wake for WakeSlot {
+    fn wake(self: Arc<Self>) {
+        self.wake_waiter()
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.wake_waiter()
+    }
+}

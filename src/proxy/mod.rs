@@ -1,0 +1,484 @@
+//! Proxies on fibr's connections (feature `proxy`): a byte [`relay`] between two
+//! connections, and a [`Server`] that speaks SOCKS5 (RFC 1928, with RFC 1929
+//! username/password), SOCKS4, SOCKS4a and HTTP `CONNECT` on one port, told apart by the
+//! client's first byte (5, 4, anything else is HTTP).
+//!
+//! Each protocol's handshake is a sans-IO machine (`socks.rs`, `http_connect.rs`: bytes in,
+//! replies and a decision out). The driver here runs it on the client's connection,
+//! checks the [`Rules`], resolves names off the loops, dials the target, writes the
+//! protocol's answer, and then leaves both connections to the relay: from then on no task
+//! stands between them.
+//!
+//! ```no_run
+//! use fibr::proxy::{ProxyConfig, Rules, Server};
+//! use fibr::{Binding, Config, Engine};
+//!
+//! let rules = Rules::new().allow_clients("10.0.0.0/8".parse()?);
+//! let proxy = Server::new(ProxyConfig::new(rules));
+//! let engine = Engine::new(Config::default(), [Binding::tcp("0.0.0.0:1080", proxy)])?;
+//! engine.run()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod http_connect;
+mod relay;
+mod rules;
+mod socks;
+
+pub use relay::{relay, Relay, RelayConfig};
+pub use rules::{Authenticator, InvalidNet, IpNet, Rules};
+
+use crate::conn::{Conn, Handler};
+use crate::time::Sleep;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Context;
+use std::time::{Duration, Instant};
+
+/// How a [`Server`] behaves: its rules and every limit.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ProxyConfig {
+    /// Who may use the proxy and which targets it may reach.
+    pub rules: Rules,
+    /// Time from accept to a complete request (greeting, authentication, request).
+    pub handshake_timeout: Duration,
+    /// Time to reach the target, name resolution included (SOCKS reply 4, HTTP 504 past it).
+    pub connect_timeout: Duration,
+    /// Longest HTTP `CONNECT` request head (431 past it).
+    pub max_request_head: usize,
+    /// The tunnels' buffer bound and idle timeout.
+    pub relay: RelayConfig,
+}
+
+impl ProxyConfig {
+    /// The default limits with `rules`.
+    pub fn new(rules: Rules) -> ProxyConfig {
+        ProxyConfig {
+            rules,
+            ..ProxyConfig::default()
+        }
+    }
+}
+
+impl Default for ProxyConfig {
+    /// No rule (everything refused), 10 s handshakes and connects, 8 KiB heads.
+    fn default() -> ProxyConfig {
+        ProxyConfig {
+            rules: Rules::new(),
+            handshake_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+            max_request_head: 8 * 1024,
+            relay: RelayConfig::default(),
+        }
+    }
+}
+
+config_setters!(ProxyConfig {
+    set with_rules => rules: Rules,
+    set with_handshake_timeout => handshake_timeout: Duration,
+    set with_connect_timeout => connect_timeout: Duration,
+    set with_max_request_head => max_request_head: usize,
+    set with_relay => relay: RelayConfig,
+});
+
+/// Where a client asked to go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    Addr(SocketAddr),
+    /// A host name, resolved by the proxy (SOCKS5 domain names, SOCKS4a, HTTP).
+    Name(String, u16),
+}
+
+/// A user name and password a client offered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Credentials {
+    pub user: String,
+    pub password: String,
+}
+
+/// What the client proved about itself with its request.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Auth {
+    None,
+    /// Checked during the handshake (SOCKS5's subnegotiation).
+    Verified,
+    /// Sent with the request, not checked yet (HTTP's `Proxy-Authorization`).
+    Offered(Credentials),
+}
+
+/// Why a tunnel was not made; each protocol has its own way of saying it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The rules refuse this client or target.
+    NotAllowed,
+    /// Credentials are required and were missing or wrong.
+    AuthRequired,
+    Refused,
+    NetworkUnreachable,
+    /// The host is unreachable or its name did not resolve.
+    HostUnreachable,
+    TimedOut,
+    General,
+}
+
+impl Failure {
+    fn from_io(e: &io::Error) -> Failure {
+        match e.kind() {
+            io::ErrorKind::ConnectionRefused => Failure::Refused,
+            io::ErrorKind::TimedOut => Failure::TimedOut,
+            io::ErrorKind::NetworkUnreachable => Failure::NetworkUnreachable,
+            io::ErrorKind::HostUnreachable => Failure::HostUnreachable,
+            // A name that did not resolve (getaddrinfo's errors carry no errno).
+            _ if e.raw_os_error().is_none() => Failure::HostUnreachable,
+            _ => Failure::General,
+        }
+    }
+}
+
+/// What a handshake machine wants after taking input.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// More input is needed.
+    More,
+    /// Check these credentials and answer with [`Handshake::authenticated`].
+    Authenticate(Credentials),
+    /// The client asks for a tunnel; answer with `connected` or `failed`.
+    Connect(Target, Auth),
+    /// Close once the output (a refusal, if the protocol has one) is written.
+    Close,
+}
+
+/// A proxy protocol's handshake as a sans-IO machine: it writes its replies into `out`.
+pub(crate) trait Handshake: Send {
+    /// Takes bytes from the client.
+    fn receive(&mut self, data: &[u8], out: &mut Vec<u8>) -> Step;
+    /// The answer to `Step::Authenticate`.
+    fn authenticated(&mut self, ok: bool, out: &mut Vec<u8>) -> Step;
+    /// The tunnel is up; `bound` is the proxy's end of it.
+    fn connected(&mut self, bound: SocketAddr, out: &mut Vec<u8>);
+    /// The tunnel could not be made.
+    fn failed(&mut self, why: Failure, out: &mut Vec<u8>);
+    /// The handshake took too long (before a `Connect`).
+    fn timed_out(&mut self, out: &mut Vec<u8>);
+    /// What the client sent after its request, for the target.
+    fn take_rest(&mut self) -> Vec<u8>;
+}
+
+/// A SOCKS5, SOCKS4/4a and HTTP `CONNECT` proxy: a [`Handler`] for an [`Engine`]
+/// binding.
+///
+/// [`Engine`]: crate::Engine
+#[derive(Clone)]
+pub struct Server {
+    config: Arc<ProxyConfig>,
+}
+
+impl Server {
+    /// A proxy that follows `config` (its rules: nothing is allowed without one).
+    pub fn new(config: ProxyConfig) -> Server {
+        Server {
+            config: Arc::new(config),
+        }
+    }
+}
+
+/// A client connection's handshake state (its context until the tunnel is up).
+struct Session {
+    machine: Option<Box<dyn Handshake>>,
+    timer: Sleep,
+    /// Set once the request is taken: the machine lives there from then on.
+    pending: Option<Arc<Pending>>,
+}
+
+/// A request being connected, shared by the client's callbacks, the resolver task and
+/// the target's dial: the first to finish (connected, failed, timed out, client gone)
+/// sets `done`, and the others then do nothing.
+struct Pending {
+    config: Arc<ProxyConfig>,
+    state: Mutex<PendingState>,
+}
+
+struct PendingState {
+    done: bool,
+    machine: Box<dyn Handshake>,
+    client: Option<Conn>,
+    /// The dial in progress.
+    target: Option<Conn>,
+    /// Addresses left to try, last first.
+    addrs: Vec<SocketAddr>,
+    last_error: Option<io::Error>,
+}
+
+impl Pending {
+    fn lock(&self) -> MutexGuard<'_, PendingState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Checks the resolved addresses against the rules, then dials the first allowed.
+    fn dial_allowed(self: &Arc<Self>, name: Option<&str>, addrs: Vec<SocketAddr>) {
+        let rules = &self.config.rules;
+        let mut st = self.lock();
+        if st.done {
+            return;
+        }
+        st.addrs = addrs
+            .into_iter()
+            .rev()
+            .filter(|a| rules.check_target(name, a.ip(), a.port()))
+            .collect();
+        if st.addrs.is_empty() {
+            return st.fail(Failure::NotAllowed);
+        }
+        self.dial_next(&mut st);
+    }
+
+    /// Dials the next address, or fails with the last error if none is left.
+    fn dial_next(self: &Arc<Self>, st: &mut PendingState) {
+        let Some(client) = st.client.clone() else {
+            return;
+        };
+        while let Some(addr) = st.addrs.pop() {
+            let dial = Arc::new(Dial(self.clone()));
+            match Conn::dial_on(&client.inner.rt, addr, dial) {
+                Ok(target) => {
+                    st.target = Some(target);
+                    return;
+                }
+                Err(e) => st.last_error = Some(e),
+            }
+        }
+        let why = st
+            .last_error
+            .as_ref()
+            .map_or(Failure::General, Failure::from_io);
+        st.fail(why);
+    }
+}
+
+impl PendingState {
+    /// Answers the client with the failure and closes it.
+    fn fail(&mut self, why: Failure) {
+        self.done = true;
+        let mut out = Vec::new();
+        self.machine.failed(why, &mut out);
+        if let Some(client) = self.client.take() {
+            tracing::debug!(peer = ?client.peer_addr(), ?why, "proxy request failed");
+            let _ = client.send(&out);
+            client.close();
+        }
+        if let Some(target) = self.target.take() {
+            target.close();
+        }
+    }
+}
+
+/// The target connection's handler while it is being dialed.
+struct Dial(Arc<Pending>);
+
+impl Handler for Dial {
+    fn on_open(&self, target: &Conn) {
+        let (client, reply, rest) = {
+            let mut st = self.0.lock();
+            if st.done {
+                drop(st);
+                return target.close();
+            }
+            st.done = true;
+            st.target = None;
+            let Some(client) = st.client.take() else {
+                return target.close();
+            };
+            let bound = target
+                .local_addr()
+                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+            let mut reply = Vec::new();
+            st.machine.connected(bound, &mut reply);
+            (client, reply, st.machine.take_rest())
+        };
+        // Drops the handshake timer (outside the pending lock: the client's callbacks
+        // take the context first, then that lock).
+        drop(client.take_context::<Session>());
+        let _ = client.send(&reply);
+        if !rest.is_empty() {
+            let _ = target.send(&rest);
+        }
+        relay(&client, target, &self.0.config.relay);
+        client.resume_reads();
+    }
+
+    fn on_data(&self, _target: &Conn, _data: &[u8]) {}
+
+    fn on_close(&self, _target: &Conn, err: Option<io::Error>) {
+        let mut st = self.0.lock();
+        if st.done {
+            return;
+        }
+        st.target = None;
+        st.last_error = Some(err.unwrap_or_else(|| io::ErrorKind::ConnectionRefused.into()));
+        self.0.dial_next(&mut st);
+    }
+}
+
+impl Server {
+    fn session<R>(conn: &Conn, f: impl FnOnce(&mut Session) -> R) -> Option<R> {
+        conn.with_context::<Session, _>(|s| s.map(f))
+    }
+
+    /// Arms the session's timer for `deadline` on the client's waker.
+    fn arm(conn: &Conn, timer: &mut Sleep, deadline: Instant) {
+        timer.reset(deadline);
+        let waker = conn.waker();
+        // Registers the timer; a deadline already past shows as a wake-up right away.
+        if Pin::new(timer)
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready()
+        {
+            waker.wake();
+        }
+    }
+
+    /// Acts on a machine's steps until it needs input or is done.
+    fn drive(&self, conn: &Conn, session: &mut Session, mut step: Step, out: &mut Vec<u8>) {
+        loop {
+            // What the machine wrote goes out before anything the step does (a close, a
+            // failure's reply).
+            if !out.is_empty() {
+                let _ = conn.send(out);
+                out.clear();
+            }
+            step = match step {
+                Step::More => return,
+                Step::Close => return conn.close(),
+                Step::Authenticate(creds) => {
+                    let ok = self.config.rules.verify(&creds);
+                    let Some(machine) = session.machine.as_mut() else {
+                        return;
+                    };
+                    machine.authenticated(ok, out)
+                }
+                Step::Connect(target, auth) => return self.connect(conn, session, target, auth),
+            };
+        }
+    }
+
+    /// The request is complete: hold the client's reads, check the rules, resolve and dial.
+    fn connect(&self, conn: &Conn, session: &mut Session, target: Target, auth: Auth) {
+        let Some(machine) = session.machine.take() else {
+            return;
+        };
+        conn.hold_reads();
+        let cfg = &self.config;
+        let deadline = Instant::now() + cfg.connect_timeout;
+        Server::arm(conn, &mut session.timer, deadline);
+        let pending = Arc::new(Pending {
+            config: cfg.clone(),
+            state: Mutex::new(PendingState {
+                done: false,
+                machine,
+                client: Some(conn.clone()),
+                target: None,
+                addrs: Vec::new(),
+                last_error: None,
+            }),
+        });
+        session.pending = Some(pending.clone());
+        let authed = match &auth {
+            Auth::None => false,
+            Auth::Verified => true,
+            Auth::Offered(creds) => cfg.rules.verify(creds),
+        };
+        let client_ip = conn.peer_addr().map(|a| a.ip());
+        if let Err(why) = cfg.rules.check_client(client_ip, authed) {
+            return pending.lock().fail(why);
+        }
+        match target {
+            Target::Addr(addr) => pending.dial_allowed(None, vec![addr]),
+            Target::Name(name, port) => {
+                crate::exec::spawn_on(&conn.inner.rt.pool, async move {
+                    match crate::net::resolve((name.as_str(), port)).await {
+                        Ok(addrs) => pending.dial_allowed(Some(&name), addrs),
+                        Err(e) => pending.lock().fail(Failure::from_io(&e)),
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Handler for Server {
+    fn on_open(&self, conn: &Conn) {
+        let mut timer = crate::time::sleep_until(Instant::now());
+        Server::arm(
+            conn,
+            &mut timer,
+            Instant::now() + self.config.handshake_timeout,
+        );
+        conn.set_context(Session {
+            machine: None,
+            timer,
+            pending: None,
+        });
+    }
+
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        let mut out = Vec::new();
+        Server::session(conn, |session| {
+            if session.pending.is_some() {
+                // The request was taken; what follows waits for the tunnel.
+                return;
+            }
+            let machine = session.machine.get_or_insert_with(|| match data[0] {
+                5 => Box::new(socks::Socks5::new(self.config.rules.auth_required())),
+                4 => Box::new(socks::Socks4::new()),
+                _ => Box::new(http_connect::HttpConnect::new(self.config.max_request_head)),
+            });
+            let step = machine.receive(data, &mut out);
+            self.drive(conn, session, step, &mut out);
+        });
+    }
+
+    fn on_wake(&self, conn: &Conn) {
+        let expired = Server::session(conn, |session| {
+            if !session.timer.is_elapsed() {
+                // Woken early (a timer moved): wait on for the deadline.
+                let deadline = session.timer.deadline();
+                Server::arm(conn, &mut session.timer, deadline);
+                return None;
+            }
+            if let Some(pending) = &session.pending {
+                let mut st = pending.lock();
+                if !st.done {
+                    st.fail(Failure::TimedOut);
+                }
+                return None;
+            }
+            let mut out = Vec::new();
+            if let Some(machine) = session.machine.as_mut() {
+                machine.timed_out(&mut out);
+            }
+            Some(out)
+        });
+        if let Some(Some(out)) = expired {
+            tracing::debug!(peer = ?conn.peer_addr(), "proxy handshake timed out");
+            let _ = conn.send(&out);
+            conn.close();
+        }
+    }
+
+    fn on_close(&self, conn: &Conn, _err: Option<io::Error>) {
+        Server::session(conn, |session| {
+            if let Some(pending) = &session.pending {
+                let mut st = pending.lock();
+                st.done = true;
+                st.client = None;
+                if let Some(target) = st.target.take() {
+                    target.close();
+                }
+            }
+        });
+    }
+}

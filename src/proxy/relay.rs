@@ -1,0 +1,237 @@
+//! A byte relay between two connections, with no task in between: each side's handler
+//! sends what it reads to the other side. When the other side's output queue is over
+//! [`RelayConfig::buffer`], the reading side's reads are held and the other side is asked
+//! for `on_drained`, which resumes them; so a fast sender is held back by a slow receiver
+//! rather than buffered. A half close (EOF) is passed on as `shutdown_write`; the tunnel
+//! closes once both directions have ended, when either side closes, or when no byte has
+//! moved for the idle timeout.
+//!
+//! Each side's handler holds the other side's `Conn`, a reference cycle that `on_close`
+//! breaks by dropping it.
+
+use crate::conn::{Conn, Handler};
+use crate::time::Sleep;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Context;
+use std::time::{Duration, Instant};
+
+/// A relay's limits.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RelayConfig {
+    /// Bytes queued toward one side past which the other side's reads are held.
+    pub buffer: usize,
+    /// Closes the tunnel after this long without a byte in either direction (None: never).
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for RelayConfig {
+    /// 256 KiB per direction, five minutes idle.
+    fn default() -> RelayConfig {
+        RelayConfig {
+            buffer: 256 * 1024,
+            idle_timeout: Some(Duration::from_secs(300)),
+        }
+    }
+}
+
+config_setters!(RelayConfig {
+    set with_buffer => buffer: usize,
+    opt with_idle_timeout => idle_timeout: Duration,
+});
+
+/// A running relay's counters, shared with its handlers.
+#[derive(Clone, Debug)]
+pub struct Relay {
+    tunnel: Arc<Tunnel>,
+}
+
+impl Relay {
+    /// Bytes read from the first connection and sent to the second.
+    pub fn bytes_a_to_b(&self) -> u64 {
+        self.tunnel.bytes[A].load(Ordering::Relaxed)
+    }
+
+    /// Bytes read from the second connection and sent to the first.
+    pub fn bytes_b_to_a(&self) -> u64 {
+        self.tunnel.bytes[B].load(Ordering::Relaxed)
+    }
+
+    /// True once the relay has ended (one of its connections closed).
+    pub fn is_done(&self) -> bool {
+        self.tunnel.done.load(Ordering::Acquire)
+    }
+}
+
+const A: usize = 0;
+const B: usize = 1;
+
+/// What both sides share.
+#[derive(Debug)]
+struct Tunnel {
+    /// Bytes relayed from side `i` to the other.
+    bytes: [AtomicU64; 2],
+    /// Bit `i`: side `i` sent its EOF.
+    eof: AtomicU8,
+    done: AtomicBool,
+    start: Instant,
+    /// Milliseconds after `start` of the last byte relayed.
+    last: AtomicU64,
+    idle: Option<Duration>,
+}
+
+impl Tunnel {
+    fn touch(&self) {
+        if self.idle.is_some() {
+            let ms = self.start.elapsed().as_millis() as u64;
+            self.last.store(ms, Ordering::Relaxed);
+        }
+    }
+
+    /// When the tunnel goes idle if nothing moves before.
+    fn idle_deadline(&self, idle: Duration) -> Instant {
+        self.start + Duration::from_millis(self.last.load(Ordering::Relaxed)) + idle
+    }
+}
+
+/// One side's handler: reads from its connection go to `peer`.
+struct Side {
+    me: usize,
+    tunnel: Arc<Tunnel>,
+    buffer: usize,
+    /// The other side, until this side closes.
+    peer: Mutex<Option<Conn>>,
+    /// The idle timer (on side A only: one timer per tunnel).
+    timer: Mutex<Option<Sleep>>,
+}
+
+impl Side {
+    fn peer(&self) -> Option<Conn> {
+        self.peer.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn forget_peer(&self) -> Option<Conn> {
+        self.timer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.peer.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Arms the idle timer for `deadline` on `conn`'s waker.
+    fn arm(&self, conn: &Conn, deadline: Instant) {
+        let mut timer = self.timer.lock().unwrap_or_else(|e| e.into_inner());
+        let sleep = timer.insert(crate::time::sleep_until(deadline));
+        let waker = conn.waker();
+        if Pin::new(sleep)
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready()
+        {
+            waker.wake();
+        }
+    }
+}
+
+impl Handler for Side {
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        let Some(peer) = self.peer() else {
+            return conn.close();
+        };
+        if peer.send(data).is_err() {
+            return conn.close();
+        }
+        self.tunnel.bytes[self.me].fetch_add(data.len() as u64, Ordering::Relaxed);
+        self.tunnel.touch();
+        if peer.queued_bytes() > self.buffer {
+            // Held first: a peer that drains at once still owes the `on_drained` that
+            // resumes us.
+            conn.hold_reads();
+            peer.wake_when_drained();
+        }
+    }
+
+    fn on_drained(&self, _conn: &Conn) {
+        if let Some(peer) = self.peer() {
+            if peer.reads_held() {
+                peer.resume_reads();
+            }
+        }
+    }
+
+    fn on_eof(&self, conn: &Conn) {
+        let Some(peer) = self.peer() else {
+            return conn.close();
+        };
+        let eof = self.tunnel.eof.fetch_or(1 << self.me, Ordering::AcqRel) | (1 << self.me);
+        if eof == 0b11 {
+            peer.close();
+            conn.close();
+        } else {
+            peer.shutdown_write();
+        }
+    }
+
+    fn on_wake(&self, conn: &Conn) {
+        let Some(idle) = self.tunnel.idle else { return };
+        let deadline = self.tunnel.idle_deadline(idle);
+        if Instant::now() < deadline {
+            return self.arm(conn, deadline);
+        }
+        tracing::debug!(peer = ?conn.peer_addr(), "relay idle timeout");
+        if let Some(peer) = self.peer() {
+            peer.close();
+        }
+        conn.close();
+    }
+
+    fn on_close(&self, _conn: &Conn, _err: Option<io::Error>) {
+        self.tunnel.done.store(true, Ordering::Release);
+        if let Some(peer) = self.forget_peer() {
+            peer.close();
+        }
+    }
+}
+
+/// Relays bytes between `a` and `b` until both directions end (see the module docs):
+/// replaces both connections' handlers, and resumes reads held on either. Call it from
+/// a callback of one of them (or with both held) so no byte is read by the old handler
+/// after the switch.
+pub fn relay(a: &Conn, b: &Conn, config: &RelayConfig) -> Relay {
+    let tunnel = Arc::new(Tunnel {
+        bytes: [AtomicU64::new(0), AtomicU64::new(0)],
+        eof: AtomicU8::new(0),
+        done: AtomicBool::new(false),
+        start: Instant::now(),
+        last: AtomicU64::new(0),
+        idle: config.idle_timeout,
+    });
+    let side = |me: usize, peer: &Conn| {
+        Arc::new(Side {
+            me,
+            tunnel: tunnel.clone(),
+            buffer: config.buffer,
+            peer: Mutex::new(Some(peer.clone())),
+            timer: Mutex::new(None),
+        })
+    };
+    let (side_a, side_b) = (side(A, b), side(B, a));
+    a.set_handler(side_a.clone());
+    b.set_handler(side_b.clone());
+    // A connection that closed before its handler was replaced told the old one: its new
+    // handler will never see on_close, so the cycle is broken here.
+    if !a.is_open() || !b.is_open() {
+        tunnel.done.store(true, Ordering::Release);
+        side_a.forget_peer();
+        side_b.forget_peer();
+        a.close();
+        b.close();
+        return Relay { tunnel };
+    }
+    if let Some(idle) = config.idle_timeout {
+        side_a.arm(a, Instant::now() + idle);
+    }
+    a.resume_reads();
+    b.resume_reads();
+    Relay { tunnel }
+}

@@ -1,0 +1,608 @@
+//! HTTP/3 on fibr (`serve(..).with_tls(..).with_http3()`) against a peer we did not write:
+//! quinn + h3-quinn on tokio, over real UDP on 127.0.0.1. GET, POST echoed back, a
+//! streaming response, concurrent requests on one connection, trailers both ways, and
+//! the Alt-Svc that HTTPS responses carry.
+
+mod common;
+
+use axum::body::{Body, Bytes};
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Buf;
+use common::pki::Pki;
+use fibr::http::{Http3Config, ServerConfig};
+use fibr::net::TcpListener;
+use fibr::tls::rustls;
+use http::{HeaderMap, HeaderValue, Request, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, StreamBody};
+use std::convert::Infallible;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(30);
+/// The streaming route's chunks: 64 × 16 KiB, more than QUIC's initial windows.
+const CHUNKS: usize = 64;
+const CHUNK: usize = 16 * 1024;
+
+fn app() -> Router {
+    Router::new()
+        .route("/", get(|| async { "hello over h3" }))
+        .route("/echo", post(|body: Bytes| async move { body }))
+        .route(
+            "/slow",
+            get(|| async {
+                fibr::time::sleep(Duration::from_millis(400)).await;
+                "slow done"
+            }),
+        )
+        .route(
+            "/stream",
+            get(|| async {
+                let chunks =
+                    (0..CHUNKS).map(|i| Ok::<_, Infallible>(Bytes::from(vec![i as u8; CHUNK])));
+                Body::from_stream(futures_util::stream::iter(chunks))
+            }),
+        )
+        .route(
+            "/trailers",
+            get(|| async {
+                let mut trailers = HeaderMap::new();
+                trailers.insert("x-checksum", HeaderValue::from_static("abc"));
+                let frames = vec![
+                    Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"with trailers"))),
+                    Ok(Frame::trailers(trailers)),
+                ];
+                Body::new(StreamBody::new(futures_util::stream::iter(frames)))
+            }),
+        )
+        .route(
+            "/request-trailers",
+            post(|body: Body| async move {
+                let collected = body.collect().await.unwrap();
+                let trailer = collected
+                    .trailers()
+                    .and_then(|t| t.get("x-sent"))
+                    .map(|v| v.to_str().unwrap().to_string())
+                    .unwrap_or_default();
+                format!("{} bytes, x-sent={trailer}", collected.to_bytes().len())
+            }),
+        )
+}
+
+/// Serves `app()` over HTTPS and HTTP/3 on one port; returns the address (TCP and UDP).
+fn start(pki: &Pki) -> SocketAddr {
+    start_with(pki, ServerConfig::default())
+}
+
+fn start_with(pki: &Pki, cfg: ServerConfig) -> SocketAddr {
+    let leaf = pki.server(&["localhost"]);
+    let tls = Arc::new(pki.server_config(&leaf));
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().unwrap();
+    drop(fibr::spawn(async move {
+        let serve = fibr::serve(listener, app())
+            .with_config(cfg)
+            .with_tls(tls)
+            .with_http3();
+        if let Err(e) = serve.await {
+            eprintln!("serve failed: {e}");
+        }
+    }));
+    addr
+}
+
+fn h3_config(http3: Http3Config) -> ServerConfig {
+    ServerConfig::default().with_http3_config(http3)
+}
+
+/// One HTTP/1.1 request over TLS: the response's head and body as text.
+fn https_get(pki: &Pki, addr: SocketAddr) -> String {
+    let config = Arc::new(pki.client_config());
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(config, name).unwrap();
+    let sock = common::connect_within(addr, LIMIT);
+    sock.set_read_timeout(Some(LIMIT)).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = tls.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
+
+/// A quinn client endpoint for `pki`'s server certificates, ALPN `h3`.
+fn quinn_endpoint(pki: &Pki) -> quinn::Endpoint {
+    let mut crypto = pki.client_config();
+    crypto.alpn_protocols = vec![b"h3".to_vec()];
+    let quic = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).unwrap();
+    let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(quic)));
+    endpoint
+}
+
+async fn quic_connect(endpoint: &quinn::Endpoint, addr: SocketAddr) -> quinn::Connection {
+    endpoint
+        .connect(addr, "localhost")
+        .unwrap()
+        .await
+        .expect("QUIC handshake")
+}
+
+/// A quinn endpoint and an h3 connection to `addr`; the h3 driver runs on a tokio task.
+async fn h3_connect(pki: &Pki, addr: SocketAddr) -> (quinn::Endpoint, SendRequest) {
+    let endpoint = quinn_endpoint(pki);
+    let conn = quic_connect(&endpoint, addr).await;
+    let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
+        .await
+        .expect("h3 connection");
+    tokio::spawn(async move {
+        let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+    });
+    (endpoint, send)
+}
+
+/// A response's status, body and trailers.
+struct Got {
+    status: StatusCode,
+    body: Vec<u8>,
+    trailers: Option<HeaderMap>,
+}
+
+async fn exchange(
+    send: &mut SendRequest,
+    req: Request<()>,
+    body: &[u8],
+    trailers: Option<HeaderMap>,
+) -> Got {
+    let mut stream = send.send_request(req).await.expect("send request");
+    if !body.is_empty() {
+        stream
+            .send_data(Bytes::copy_from_slice(body))
+            .await
+            .expect("send body");
+    }
+    if let Some(t) = trailers {
+        stream.send_trailers(t).await.expect("send trailers");
+    }
+    stream.finish().await.expect("finish request");
+    let resp = stream.recv_response().await.expect("response head");
+    let mut got = Vec::new();
+    while let Some(mut chunk) = stream.recv_data().await.expect("response body") {
+        while chunk.has_remaining() {
+            let c = chunk.chunk();
+            got.extend_from_slice(c);
+            let n = c.len();
+            chunk.advance(n);
+        }
+    }
+    let trailers = stream.recv_trailers().await.expect("trailers");
+    Got {
+        status: resp.status(),
+        body: got,
+        trailers,
+    }
+}
+
+fn get_req(uri: &str) -> Request<()> {
+    Request::get(format!("https://localhost{uri}"))
+        .body(())
+        .unwrap()
+}
+
+fn post_to(uri: &str) -> Request<()> {
+    Request::post(format!("https://localhost{uri}"))
+        .body(())
+        .unwrap()
+}
+
+fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn quinn_client_gets_posts_streams_and_sees_trailers() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let addr = start(&pki);
+        // HTTPS answers first (so the UDP socket, bound before the listener is registered,
+        // is there) and advertises HTTP/3 on the same port.
+        let head = https_get(&pki, addr).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        let alt = format!("alt-svc: h3=\":{}\"", addr.port());
+        assert!(head.contains(&alt), "no `{alt}` in:\n{head}");
+
+        tokio_rt().block_on(async {
+            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+
+            let got = exchange(&mut send, get_req("/"), b"", None).await;
+            assert_eq!(got.status, StatusCode::OK);
+            assert_eq!(got.body, b"hello over h3");
+
+            let got = exchange(&mut send, get_req("/missing"), b"", None).await;
+            assert_eq!(got.status, StatusCode::NOT_FOUND);
+
+            // A body larger than one datagram and than the default 64 KiB body buffer.
+            let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+            let got = exchange(&mut send, post_to("/echo"), &body, None).await;
+            assert_eq!(got.status, StatusCode::OK);
+            assert!(
+                got.body == body,
+                "echo differs ({} bytes back)",
+                got.body.len()
+            );
+
+            let got = exchange(&mut send, get_req("/stream"), b"", None).await;
+            assert_eq!(got.body.len(), CHUNKS * CHUNK);
+            for (i, c) in got.body.chunks(CHUNK).enumerate() {
+                assert!(c.iter().all(|&b| b == i as u8), "chunk {i} corrupted");
+            }
+
+            let got = exchange(&mut send, get_req("/trailers"), b"", None).await;
+            assert_eq!(got.body, b"with trailers");
+            let trailers = got.trailers.expect("response trailers");
+            assert_eq!(trailers.get("x-checksum").unwrap(), "abc");
+
+            let mut sent = HeaderMap::new();
+            sent.insert("x-sent", HeaderValue::from_static("yes"));
+            let got = exchange(
+                &mut send,
+                post_to("/request-trailers"),
+                b"12345",
+                Some(sent),
+            )
+            .await;
+            assert_eq!(String::from_utf8_lossy(&got.body), "5 bytes, x-sent=yes");
+
+            drop(send);
+            endpoint.close(0u32.into(), b"done");
+        });
+    });
+}
+
+#[test]
+fn twenty_concurrent_requests_on_one_connection() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let addr = start(&pki);
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+        tokio_rt().block_on(async {
+            let (endpoint, send) = h3_connect(&pki, addr).await;
+            let requests = (0..20).map(|i| {
+                let mut send = send.clone();
+                async move {
+                    let body = format!("request {i} ").repeat(1000);
+                    let got = exchange(&mut send, post_to("/echo"), body.as_bytes(), None).await;
+                    assert_eq!(got.status, StatusCode::OK);
+                    assert!(got.body == body.as_bytes(), "request {i}: wrong echo");
+                }
+            });
+            futures_util::future::join_all(requests).await;
+            drop(send);
+            endpoint.close(0u32.into(), b"done");
+        });
+    });
+}
+
+#[test]
+fn garbage_datagrams_are_dropped_and_requests_still_served() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let addr = start(&pki);
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+        let junk = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut seed = 0x9e37_79b9_u32;
+        for len in [0usize, 1, 5, 20, 1200, 1500, 9000] {
+            for first in [0x00u8, 0x40, 0xc0, 0xff] {
+                let mut d: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 17;
+                        seed ^= seed << 5;
+                        seed as u8
+                    })
+                    .collect();
+                if let Some(b) = d.first_mut() {
+                    *b = first;
+                }
+                junk.send_to(&d, addr).unwrap();
+            }
+        }
+        tokio_rt().block_on(async {
+            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+            let got = exchange(&mut send, get_req("/"), b"", None).await;
+            assert_eq!(got.body, b"hello over h3");
+            endpoint.close(0u32.into(), b"done");
+        });
+    });
+}
+
+#[test]
+fn connections_past_max_connections_are_refused() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let addr = start_with(
+            &pki,
+            h3_config(Http3Config::default().with_max_connections(1)),
+        );
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+        tokio_rt().block_on(async {
+            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+            let second = endpoint.connect(addr, "localhost").unwrap().await;
+            assert!(
+                matches!(second, Err(quinn::ConnectionError::ConnectionClosed(_))),
+                "the second connection was not refused: {second:?}"
+            );
+            // The first is undisturbed.
+            let got = exchange(&mut send, get_req("/"), b"", None).await;
+            assert_eq!(got.body, b"hello over h3");
+            endpoint.close(0u32.into(), b"done");
+        });
+    });
+}
+
+#[test]
+fn max_concurrent_streams_bounds_the_client_and_idle_connections_close() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let cfg = Http3Config::default()
+            .with_max_concurrent_streams(2)
+            .with_idle_timeout(Duration::from_millis(500));
+        let addr = start_with(&pki, h3_config(cfg));
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+        tokio_rt().block_on(async {
+            let endpoint = quinn_endpoint(&pki);
+            let conn = quic_connect(&endpoint, addr).await;
+            let _a = conn.open_bi().await.unwrap();
+            let _b = conn.open_bi().await.unwrap();
+            let third = tokio::time::timeout(Duration::from_millis(300), conn.open_bi()).await;
+            assert!(third.is_err(), "a third stream opened past the limit of 2");
+            // Nothing is sent: the server's 500 ms idle timeout closes the connection.
+            let started = std::time::Instant::now();
+            let why = tokio::time::timeout(Duration::from_secs(10), conn.closed())
+                .await
+                .expect("the idle connection was not closed");
+            assert!(matches!(why, quinn::ConnectionError::TimedOut), "{why:?}");
+            assert!(started.elapsed() < Duration::from_secs(5));
+        });
+    });
+}
+
+/// An HTTP/3 client in Python (aioquic): GET, POST echoed back, the streaming route and
+/// 20 concurrent requests on one connection.
+const AIOQUIC_CLIENT: &str = r#"
+import asyncio, sys
+from aioquic.asyncio import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+
+class Client(QuicConnectionProtocol):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.h3 = H3Connection(self._quic)
+        self.waiting = {}
+
+    def quic_event_received(self, event):
+        for ev in self.h3.handle_event(event):
+            st = self.waiting.get(getattr(ev, "stream_id", None))
+            if st is None:
+                continue
+            if isinstance(ev, HeadersReceived):
+                st["headers"] = st["headers"] or dict(ev.headers)
+            elif isinstance(ev, DataReceived):
+                st["body"] += ev.data
+            if ev.stream_ended and not st["done"].done():
+                st["done"].set_result(None)
+
+    async def request(self, method, path, body=b""):
+        sid = self._quic.get_next_available_stream_id()
+        st = {"headers": None, "body": b"", "done": self._loop.create_future()}
+        self.waiting[sid] = st
+        head = [(b":method", method), (b":scheme", b"https"),
+                (b":authority", b"localhost"), (b":path", path)]
+        self.h3.send_headers(sid, head, end_stream=not body)
+        if body:
+            self.h3.send_data(sid, body, end_stream=True)
+        self.transmit()
+        await st["done"]
+        return int(st["headers"][b":status"]), st["body"]
+
+async def main(port, ca, chunks, chunk):
+    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
+    cfg.load_verify_locations(ca)
+    async with connect("127.0.0.1", port, configuration=cfg, create_protocol=Client) as c:
+        got = await c.request(b"GET", b"/")
+        assert got == (200, b"hello over h3"), got
+        body = bytes(range(256)) * 1000
+        status, back = await c.request(b"POST", b"/echo", body)
+        assert status == 200 and back == body, (status, len(back))
+        status, back = await c.request(b"GET", b"/stream")
+        assert back == b"".join(bytes([i]) * chunk for i in range(chunks)), len(back)
+        bodies = [b"%d " % i * 1000 for i in range(20)]
+        got = await asyncio.gather(*[c.request(b"POST", b"/echo", b) for b in bodies])
+        assert got == [(200, b) for b in bodies], [s for s, _ in got]
+    print("ok")
+
+asyncio.run(main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+"#;
+
+#[test]
+fn aioquic_client_gets_posts_streams_and_runs_twenty_at_once() {
+    if !common::python_has("aioquic") {
+        return;
+    }
+    let pki = Pki::new();
+    let addr = start(&pki);
+    assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+    let out = std::process::Command::new("timeout")
+        .arg("30")
+        .args(["python3", "-c", AIOQUIC_CLIENT])
+        .arg(addr.port().to_string())
+        .arg(pki.ca_pem.path())
+        .args([CHUNKS.to_string(), CHUNK.to_string()])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success() && out.stdout.starts_with(b"ok"),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn graceful_shutdown_finishes_the_request_in_flight_then_closes() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let tls = Arc::new(pki.server_config(&leaf));
+        let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        drop(fibr::spawn(async move {
+            let serve = fibr::serve(listener, app())
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .with_tls(tls)
+                .with_http3();
+            let _ = done_tx.send(serve.await.is_ok());
+        }));
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+        tokio_rt().block_on(async {
+            let endpoint = quinn_endpoint(&pki);
+            let conn = quic_connect(&endpoint, addr).await;
+            let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn.clone()))
+                .await
+                .unwrap();
+            tokio::spawn(async move {
+                let _ = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+            });
+            let mut slow_send = send.clone();
+            let slow =
+                tokio::spawn(
+                    async move { exchange(&mut slow_send, get_req("/slow"), b"", None).await },
+                );
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            stop.send(()).unwrap();
+            let got = slow.await.unwrap();
+            assert_eq!(got.status, StatusCode::OK);
+            assert_eq!(got.body, b"slow done");
+            // Then the server closes the connection, without an error.
+            let why = tokio::time::timeout(Duration::from_secs(5), conn.closed())
+                .await
+                .expect("the connection was not closed after the shutdown");
+            match why {
+                quinn::ConnectionError::ApplicationClosed(c) => {
+                    assert_eq!(c.error_code, 0x100u32.into(), "{c:?}")
+                }
+                other => panic!("closed by {other:?}"),
+            }
+            drop(send);
+        });
+        assert_eq!(done.recv_timeout(Duration::from_secs(5)), Ok(true));
+    });
+}
+
+#[test]
+fn a_request_head_over_max_head_bytes_is_not_served() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let addr = start_with(&pki, ServerConfig::default().with_max_head_bytes(4096));
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+        tokio_rt().block_on(async {
+            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+            let fits = Request::get("https://localhost/")
+                .header("x-fill", "a".repeat(2000))
+                .body(())
+                .unwrap();
+            assert_eq!(
+                exchange(&mut send, fits, b"", None).await.status,
+                StatusCode::OK
+            );
+            let big = Request::get("https://localhost/")
+                .header("x-fill", "a".repeat(8000))
+                .body(())
+                .unwrap();
+            // h3 answers 431, or the client (told the limit in SETTINGS) does not send it.
+            match send.send_request(big).await {
+                Err(e) => assert!(format!("{e:?}").contains("HeaderTooBig"), "{e:?}"),
+                Ok(mut stream) => {
+                    stream.finish().await.unwrap();
+                    let resp = stream.recv_response().await.expect("a 431");
+                    assert_eq!(resp.status(), StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+                }
+            }
+            // The connection still serves.
+            let got = exchange(&mut send, get_req("/"), b"", None).await;
+            assert_eq!(got.body, b"hello over h3");
+            endpoint.close(0u32.into(), b"done");
+        });
+    });
+}
+
+#[test]
+fn a_body_over_max_body_size_is_cut_off_and_answered() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let addr = start_with(&pki, ServerConfig::default().with_max_body_size(1000));
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+        tokio_rt().block_on(async {
+            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+            let got = exchange(&mut send, post_to("/echo"), &[b'x'; 1000], None).await;
+            assert_eq!((got.status, got.body.len()), (StatusCode::OK, 1000));
+            let mut stream = send.send_request(post_to("/echo")).await.unwrap();
+            // The server may stop this side once it has seen too much.
+            let _ = stream.send_data(Bytes::from(vec![b'y'; 5000])).await;
+            let _ = stream.finish().await;
+            let resp = stream.recv_response().await.expect("an answer");
+            assert!(resp.status().is_client_error(), "{}", resp.status());
+            endpoint.close(0u32.into(), b"done");
+        });
+    });
+}
+
+#[test]
+fn http2_responses_advertise_http3_too() {
+    if !common::python_has("httpx") {
+        return;
+    }
+    let pki = Pki::new();
+    let addr = start(&pki);
+    let script = r#"
+import sys, httpx
+with httpx.Client(http2=True, verify=sys.argv[2]) as c:
+    r = c.get("https://localhost:%s/" % sys.argv[1])
+    print(r.http_version, r.headers.get("alt-svc"))
+"#;
+    let out = std::process::Command::new("timeout")
+        .args(["30", "python3", "-c", script, &addr.port().to_string()])
+        .arg(pki.ca_pem.path())
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let want = format!("HTTP/2 h3=\":{}\"", addr.port());
+    assert!(
+        stdout.starts_with(&want),
+        "want `{want}`, got {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn with_http3_without_tls_is_an_error_not_a_plain_udp_port() {
+    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let err = fibr::run(async move { fibr::serve(listener, app()).with_http3().await })
+        .expect_err("HTTP/3 served without a certificate");
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+}

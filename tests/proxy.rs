@@ -1,0 +1,597 @@
+//! fibr's proxy over real sockets: curl as the client (SOCKS5, SOCKS5 with remote names,
+//! SOCKS4, SOCKS4a, HTTP CONNECT) through `fibr::proxy::Server` to a small HTTP target on
+//! 127.0.0.1, plus raw-socket clients for what curl cannot show (reply bytes, half close,
+//! slow handshakes, idle tunnels). With CI=true a missing curl fails the test.
+
+use fibr::proxy::{relay, ProxyConfig, Relay, RelayConfig, Rules, Server};
+use fibr::{Binding, Config, Conn, Engine, Handler};
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIG: usize = 32 * 1024 * 1024;
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The body `/big` answers with: a pattern that shows a lost or repeated chunk.
+fn big_body() -> &'static [u8] {
+    static BODY: OnceLock<Vec<u8>> = OnceLock::new();
+    BODY.get_or_init(|| {
+        (0..BIG)
+            .map(|i| (i % 251) as u8 ^ (i >> 16) as u8)
+            .collect()
+    })
+}
+
+/// A target on 127.0.0.1: `GET /big` gets [`big_body`], other requests `hello`; a
+/// connection that starts with `COUNT` is answered, after the client's EOF, with how many
+/// bytes it sent; one that starts with `QUIET` gets nothing.
+fn target() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(s) = s else { continue };
+            thread::spawn(move || serve_target(s));
+        }
+    });
+    addr
+}
+
+fn serve_target(mut s: TcpStream) {
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        let Ok(n) = s.read(&mut buf) else { return };
+        if n == 0 {
+            return;
+        }
+        head.extend_from_slice(&buf[..n]);
+        if head.starts_with(b"COUNT") {
+            let mut total = head.len();
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                total += n;
+            }
+            let _ = s.write_all(format!("{total}").as_bytes());
+            return;
+        }
+        if head.starts_with(b"QUIET") {
+            let _ = s.read(&mut buf);
+            return;
+        }
+        if head.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let body: &[u8] = if head.starts_with(b"GET /big ") {
+        big_body()
+    } else {
+        b"hello"
+    };
+    let resp = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = s.write_all(resp.as_bytes());
+    let _ = s.write_all(body);
+}
+
+/// A proxy on 127.0.0.1:0 with `config`; the engine stops when the handle drops.
+fn proxy(config: ProxyConfig) -> (Engine, SocketAddr) {
+    let engine = Engine::new(
+        Config::default().with_workers(2),
+        [Binding::tcp("127.0.0.1:0", Server::new(config))],
+    )
+    .unwrap();
+    let addr = engine.binding_addrs(0)[0];
+    (engine, addr)
+}
+
+/// Fails unless every connection of `engine` (clients and targets) is closed soon: no
+/// tunnel outlives its ends, no refused or timed-out handshake is left open.
+fn all_closed(engine: &Engine) {
+    let until = Instant::now() + Duration::from_secs(3);
+    while engine.connections() > 0 {
+        assert!(
+            Instant::now() < until,
+            "{} connections still open",
+            engine.connections()
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Rules that let the tests reach `target` (and only it) on loopback.
+fn to(target: SocketAddr) -> Rules {
+    Rules::new().allow_target_net(target.ip().into(), target.port()..=target.port())
+}
+
+/// curl if it is installed; with CI=true its absence is a failure.
+fn curl() -> Option<Command> {
+    if Command::new("curl").arg("--version").output().is_ok() {
+        let mut c = Command::new("curl");
+        c.args(["-sS", "--max-time", "20"]);
+        return Some(c);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "curl is required when CI=true"
+    );
+    eprintln!("SKIP: curl is not installed");
+    None
+}
+
+/// Runs curl with `args`; (exit code, stdout, stderr).
+fn run_curl(args: &[&str]) -> Option<(i32, Vec<u8>, String)> {
+    let out = curl()?.args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    Some((out.status.code().unwrap_or(-1), out.stdout, err))
+}
+
+fn url(target: SocketAddr, path: &str) -> String {
+    format!("http://{target}{path}")
+}
+
+#[test]
+fn curl_through_every_protocol() {
+    let t = target();
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    for (flag, u) in [
+        ("--socks5", url(t, "/")),
+        ("--socks5-hostname", url(t, "/")),
+        ("--socks4", url(t, "/")),
+        ("--socks4a", url(t, "/")),
+    ] {
+        let Some((code, out, err)) = run_curl(&[flag, &p.to_string(), &u]) else {
+            return;
+        };
+        assert_eq!(code, 0, "{flag} {u}: {err}");
+        assert_eq!(out, b"hello", "{flag} {u}");
+    }
+    let proxy_url = format!("http://{p}");
+    let (code, out, err) = run_curl(&["-x", &proxy_url, "-p", &url(t, "/")]).unwrap();
+    assert_eq!(code, 0, "CONNECT: {err}");
+    assert_eq!(out, b"hello");
+    all_closed(&engine);
+}
+
+#[test]
+fn names_resolved_by_the_proxy_follow_the_rules() {
+    let t = target();
+    // A host rule alone does not open loopback: "localhost" resolves to a special range.
+    let rules = Rules::new().allow_target_host("localhost", 1..=65535);
+    let (_engine, p) = proxy(ProxyConfig::new(rules));
+    let named = format!("http://localhost:{}/", t.port());
+    let Some((code, _, err)) = run_curl(&["--socks5-hostname", &p.to_string(), &named]) else {
+        return;
+    };
+    assert_ne!(code, 0, "{err}");
+    // The refusal is "not allowed" (2), asked by hand.
+    let mut s = socks5(p, &[0]);
+    let mut req = vec![5, 1, 0, 3, 9];
+    req.extend_from_slice(b"localhost");
+    req.extend_from_slice(&t.port().to_be_bytes());
+    s.write_all(&req).unwrap();
+    assert_eq!(reply5(&mut s)[1], 2);
+}
+
+#[test]
+fn refused_targets_get_their_codes() {
+    let t = target();
+    let other = target();
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    let ps = p.to_string();
+    let u = url(other, "/");
+    for flag in ["--socks5", "--socks4"] {
+        let Some((code, _, err)) = run_curl(&[flag, &ps, &u]) else {
+            return;
+        };
+        // 97: CURLE_PROXY (curl 7.73 on), the SOCKS server refused.
+        assert_eq!(code, 97, "{flag}: {err}");
+    }
+    let proxy_url = format!("http://{p}");
+    let (code, out, err) = run_curl(&[
+        "-x",
+        &proxy_url,
+        "-p",
+        "-w",
+        "%{http_connect}",
+        "-o",
+        "/dev/null",
+        &u,
+    ])
+    .unwrap();
+    assert_ne!(code, 0, "{err}");
+    assert_eq!(out, b"403");
+    // The reply bytes: SOCKS5 2 (not allowed), SOCKS4 91.
+    let mut s = socks5(p, &[0]);
+    s.write_all(&connect5(other)).unwrap();
+    assert_eq!(reply5(&mut s)[1], 2);
+    let mut s = stream(p);
+    let mut req = vec![4, 1];
+    req.extend_from_slice(&other.port().to_be_bytes());
+    req.extend_from_slice(&[127, 0, 0, 1, 0]);
+    s.write_all(&req).unwrap();
+    let mut r = [0u8; 8];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(r[..2], [0, 91]);
+    all_closed(&engine);
+}
+
+#[test]
+fn no_rule_means_no_proxy_and_allow_all_is_open() {
+    let t = target();
+    let (_engine, p) = proxy(ProxyConfig::default());
+    let mut s = socks5(p, &[0]);
+    s.write_all(&connect5(t)).unwrap();
+    assert_eq!(reply5(&mut s)[1], 2);
+    let (_open, p) = proxy(ProxyConfig::new(Rules::allow_all()));
+    let Some((code, out, err)) = run_curl(&["--socks5", &p.to_string(), &url(t, "/")]) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, b"hello");
+}
+
+#[test]
+fn a_closed_port_is_refused_with_code_5() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let (engine, p) = proxy(ProxyConfig::new(to(addr)));
+    let mut s = socks5(p, &[0]);
+    s.write_all(&connect5(addr)).unwrap();
+    assert_eq!(reply5(&mut s)[1], 5);
+    let proxy_url = format!("http://{p}");
+    let Some((_, out, _)) = run_curl(&[
+        "-x",
+        &proxy_url,
+        "-p",
+        "-w",
+        "%{http_connect}",
+        "-o",
+        "/dev/null",
+        &url(addr, "/"),
+    ]) else {
+        return;
+    };
+    assert_eq!(out, b"502");
+    all_closed(&engine);
+}
+
+/// A listener whose accept queue is full: a connect to it gets no answer (Linux drops
+/// the SYN), so a dial hangs until the proxy's connect timeout.
+fn unanswering() -> (socket2::Socket, SocketAddr, Vec<TcpStream>) {
+    use socket2::{Domain, Socket, Type};
+    let l = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    l.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    l.listen(0).unwrap();
+    let addr = l.local_addr().unwrap().as_socket().unwrap();
+    let fill = (0..4)
+        .filter_map(|_| TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok())
+        .collect();
+    (l, addr, fill)
+}
+
+#[test]
+fn connect_timeout_gets_its_code() {
+    let (_l, t, _fill) = unanswering();
+    let limit = Duration::from_millis(300);
+    let (engine, p) = proxy(ProxyConfig::new(to(t)).with_connect_timeout(limit));
+    let start = Instant::now();
+    let mut s = socks5(p, &[0]);
+    s.write_all(&connect5(t)).unwrap();
+    assert_eq!(
+        reply5(&mut s)[1],
+        6,
+        "SOCKS5 6 (TTL expired) for a connect timeout"
+    );
+    let took = start.elapsed();
+    assert!(took >= limit && took < limit * 10, "{took:?}");
+    let mut s = stream(p);
+    s.write_all(format!("CONNECT {t} HTTP/1.1\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 504 "), "{answer}");
+    all_closed(&engine);
+}
+
+#[test]
+fn username_and_password() {
+    let t = target();
+    let rules = to(t).require_auth(|u, p| u == "alice" && p == "s3cret");
+    let (engine, p) = proxy(ProxyConfig::new(rules));
+    let u = url(t, "/");
+    let good = format!("socks5://alice:s3cret@{p}");
+    let bad = format!("socks5://alice:guess@{p}");
+    let Some((code, out, err)) = run_curl(&["-x", &good, &u]) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, b"hello");
+    let (code, _, err) = run_curl(&["-x", &bad, &u]).unwrap();
+    assert_ne!(code, 0, "{err}");
+    // No credentials: SOCKS5 offers no method curl can use, SOCKS4 is refused.
+    let (code, _, _) = run_curl(&["--socks5", &p.to_string(), &u]).unwrap();
+    assert_ne!(code, 0);
+    let (code, _, _) = run_curl(&["--socks4", &p.to_string(), &u]).unwrap();
+    assert_eq!(code, 97);
+    // HTTP: Basic Proxy-Authorization, 407 without it.
+    let good = format!("http://alice:s3cret@{p}");
+    let (code, out, err) = run_curl(&["-x", &good, "-p", &u]).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, b"hello");
+    let bare = format!("http://{p}");
+    let bad = format!("http://alice:guess@{p}");
+    for proxy_url in [bare, bad] {
+        let (_, out, _) = run_curl(&[
+            "-x",
+            &proxy_url,
+            "-p",
+            "-w",
+            "%{http_connect}",
+            "-o",
+            "/dev/null",
+            &u,
+        ])
+        .unwrap();
+        assert_eq!(out, b"407", "{proxy_url}");
+    }
+    // By hand: the RFC 1929 status byte.
+    let mut s = socks5(p, &[2]);
+    s.write_all(&[1, 5, b'a', b'l', b'i', b'c', b'e', 1, b'x'])
+        .unwrap();
+    let mut r = [0u8; 2];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(r, [1, 1]);
+    all_closed(&engine);
+}
+
+#[test]
+fn slow_handshake_times_out() {
+    let limit = Duration::from_millis(300);
+    let config = ProxyConfig::new(Rules::allow_all()).with_handshake_timeout(limit);
+    let (engine, p) = proxy(config);
+    for partial in [
+        &[5u8][..],
+        &[5, 1, 0, 5, 1],
+        &[4, 1, 0],
+        b"CONNECT a:1 HTTP/1.1\r\n",
+    ] {
+        let start = Instant::now();
+        let mut s = stream(p);
+        s.write_all(partial).unwrap();
+        let mut rest = Vec::new();
+        // The proxy closes: EOF (after the greeting reply or an HTTP 408, if any).
+        s.read_to_end(&mut rest).unwrap();
+        let took = start.elapsed();
+        assert!(took >= limit, "closed after {took:?}, before the timeout");
+        assert!(took < limit * 10, "closed after {took:?}");
+        if partial[0] == b'C' {
+            assert!(rest.starts_with(b"HTTP/1.1 408 "), "{rest:?}");
+        }
+    }
+    all_closed(&engine);
+}
+
+#[test]
+fn large_transfer_arrives_intact() {
+    let t = target();
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    let u = url(t, "/big");
+    let proxy_url = format!("http://{p}");
+    for args in [
+        vec!["--socks5", &*p.to_string(), &*u],
+        vec!["-x", &*proxy_url, "-p", &*u],
+    ]
+    .iter()
+    .map(|a| a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let Some((code, out, err)) = run_curl(&args) else {
+            return;
+        };
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(out.len(), BIG, "{args:?}");
+        assert!(out == big_body(), "{args:?}: the body changed on the way");
+    }
+    all_closed(&engine);
+}
+
+#[test]
+fn upload_and_half_close_pass_through() {
+    let t = target();
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    let mut s = socks5(p, &[0]);
+    s.write_all(&connect5(t)).unwrap();
+    assert_eq!(reply5(&mut s)[1], 0);
+    let mut sent = 0;
+    let chunk = vec![7u8; 1024 * 1024];
+    s.write_all(b"COUNT").unwrap();
+    sent += 5;
+    for _ in 0..16 {
+        s.write_all(&chunk).unwrap();
+        sent += chunk.len();
+    }
+    // Our EOF reaches the target, which only then answers; its answer still comes back.
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert_eq!(answer, sent.to_string());
+    all_closed(&engine);
+}
+
+/// A target that writes `total` bytes as fast as the tunnel takes them; the counter says
+/// how far it got.
+fn flood(total: usize) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let written = Arc::new(AtomicUsize::new(0));
+    let count = written.clone();
+    thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        let chunk = vec![1u8; 64 * 1024];
+        while count.load(Ordering::Relaxed) < total {
+            let Ok(n) = s.write(&chunk) else { return };
+            count.fetch_add(n, Ordering::Relaxed);
+        }
+    });
+    (addr, written)
+}
+
+#[test]
+fn a_client_that_does_not_read_holds_the_target_back() {
+    const TOTAL: usize = 64 * 1024 * 1024;
+    let (t, written) = flood(TOTAL);
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    let mut s = socks5(p, &[0]);
+    s.write_all(&connect5(t)).unwrap();
+    assert_eq!(reply5(&mut s)[1], 0);
+    // While we do not read, the target gets only as far as the socket buffers on the way
+    // and the relay's bound allow, not the whole stream into the proxy's memory.
+    thread::sleep(Duration::from_millis(500));
+    let early = written.load(Ordering::Relaxed);
+    assert!(
+        early < TOTAL / 2,
+        "the target wrote {early} bytes to a client that reads none"
+    );
+    let mut got = 0;
+    let mut buf = vec![0u8; 256 * 1024];
+    while got < TOTAL {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "EOF after {got} bytes");
+        got += n;
+    }
+    assert_eq!(got, TOTAL);
+    drop(s);
+    all_closed(&engine);
+}
+
+#[test]
+fn idle_tunnel_is_closed() {
+    let t = target();
+    let relay = RelayConfig::default().with_idle_timeout(Duration::from_millis(300));
+    let (engine, p) = proxy(ProxyConfig::new(to(t)).with_relay(relay));
+    let mut s = socks5(p, &[0]);
+    s.write_all(&connect5(t)).unwrap();
+    assert_eq!(reply5(&mut s)[1], 0);
+    let start = Instant::now();
+    s.write_all(b"QUIET").unwrap();
+    let mut rest = Vec::new();
+    s.read_to_end(&mut rest).unwrap();
+    let took = start.elapsed();
+    assert!(rest.is_empty());
+    assert!(took >= Duration::from_millis(300), "closed after {took:?}");
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+    all_closed(&engine);
+}
+
+/// `fibr::proxy::relay` on its own: a binding that dials a fixed target for each client
+/// and relays the two; the counters say what went each way.
+#[test]
+fn relay_counts_both_directions() {
+    struct Front {
+        engine: Arc<OnceLock<Engine>>,
+        target: SocketAddr,
+        relay: Arc<Mutex<Option<Relay>>>,
+    }
+    struct Back {
+        client: Conn,
+        relay: Arc<Mutex<Option<Relay>>>,
+    }
+    impl Handler for Front {
+        fn on_open(&self, client: &Conn) {
+            client.hold_reads();
+            let back = Back {
+                client: client.clone(),
+                relay: self.relay.clone(),
+            };
+            if Conn::dial(self.engine.get().unwrap(), self.target, back).is_err() {
+                client.close();
+            }
+        }
+        fn on_data(&self, _: &Conn, _: &[u8]) {}
+    }
+    impl Handler for Back {
+        fn on_open(&self, target: &Conn) {
+            let r = relay(&self.client, target, &RelayConfig::default());
+            *self.relay.lock().unwrap() = Some(r);
+        }
+        fn on_data(&self, _: &Conn, _: &[u8]) {}
+    }
+    let slot = Arc::new(Mutex::new(None));
+    let cell = Arc::new(OnceLock::new());
+    let front = Front {
+        engine: cell.clone(),
+        target: target(),
+        relay: slot.clone(),
+    };
+    let engine = Engine::new(
+        Config::default().with_workers(2),
+        [Binding::tcp("127.0.0.1:0", front)],
+    )
+    .unwrap();
+    let _ = cell.set(engine.clone());
+    let mut s = stream(engine.binding_addrs(0)[0]);
+    let mut sent = b"COUNT".to_vec();
+    sent.resize(3 * 1024 * 1024 + 5, b'x');
+    s.write_all(&sent).unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert_eq!(answer, sent.len().to_string());
+    all_closed(&engine);
+    let relay = slot.lock().unwrap().take().expect("the relay started");
+    assert!(relay.is_done());
+    assert_eq!(relay.bytes_a_to_b(), sent.len() as u64);
+    assert_eq!(relay.bytes_b_to_a(), answer.len() as u64);
+    cell.get().unwrap().shutdown(Duration::ZERO);
+}
+
+// ---------------------------------------------------------------------------------------
+// A raw SOCKS client.
+
+fn stream(p: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(p).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    s
+}
+
+/// A SOCKS5 connection past its greeting, offering `methods` (the first is expected).
+fn socks5(p: SocketAddr, methods: &[u8]) -> TcpStream {
+    let mut s = stream(p);
+    let mut greeting = vec![5, methods.len() as u8];
+    greeting.extend_from_slice(methods);
+    s.write_all(&greeting).unwrap();
+    let mut r = [0u8; 2];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(r, [5, methods[0]]);
+    s
+}
+
+fn connect5(t: SocketAddr) -> Vec<u8> {
+    let SocketAddr::V4(t) = t else { unreachable!() };
+    let mut req = vec![5, 1, 0, 1];
+    req.extend_from_slice(&t.ip().octets());
+    req.extend_from_slice(&t.port().to_be_bytes());
+    req
+}
+
+/// A SOCKS5 reply with an IPv4 bound address.
+fn reply5(s: &mut TcpStream) -> [u8; 10] {
+    let mut r = [0u8; 10];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(r[0], 5);
+    r
+}
