@@ -1,5 +1,6 @@
-//! SOCKS5, SOCKS4/4a and HTTP CONNECT on one port: `cargo run --release --features proxy
-//! --example proxy` listens on 127.0.0.1:`PORT` (env, default 1080).
+//! SOCKS5, SOCKS4/4a, HTTP CONNECT and http:// forwarding on one port: `cargo run
+//! --release --features proxy --example proxy` listens on 127.0.0.1:`PORT` (env, default
+//! 1080).
 //!
 //! Safe by default: only clients on this host may use it, and targets on loopback,
 //! private and other special ranges are refused. `PROXY_ALLOW_ALL=1` makes it an open
@@ -36,7 +37,7 @@ fn main() -> io::Result<()> {
         [Binding::tcp(("127.0.0.1", port), proxy)],
     )?;
     eprintln!(
-        "SOCKS5/4/4a and HTTP CONNECT proxy on {}{}",
+        "SOCKS5/4/4a and HTTP (CONNECT, forwarding) proxy on {}{}",
         engine.binding_addrs(0)[0],
         if open {
             " (open relay: PROXY_ALLOW_ALL=1)"

@@ -595,3 +595,234 @@ fn reply5(s: &mut TcpStream) -> [u8; 10] {
     assert_eq!(r[0], 5);
     r
 }
+
+// ---------------------------------------------------------------------------------------
+// Forwarding absolute-form http:// requests.
+
+/// A keep-alive HTTP/1.1 target that answers each request with its own head and body,
+/// and hop-by-hop fields of its own for the proxy to remove; `/slow` is never answered.
+fn echo_target() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(s) = s else { continue };
+            thread::spawn(move || serve_echo(s));
+        }
+    });
+    addr
+}
+
+fn serve_echo(mut s: TcpStream) {
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut input = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let Some(end) = input.windows(4).position(|w| w == b"\r\n\r\n") else {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => input.extend_from_slice(&buf[..n]),
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&input[..end + 4]).into_owned();
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        while input.len() < end + 4 + len {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => input.extend_from_slice(&buf[..n]),
+            }
+        }
+        if head.starts_with("GET /slow ") {
+            let _ = s.read(&mut buf);
+            return;
+        }
+        let mut echo = head.into_bytes();
+        echo.extend_from_slice(&input[end + 4..end + 4 + len]);
+        input.drain(..end + 4 + len);
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nX-Target: yes\r\nConnection: keep-alive, X-Hop\r\n\
+             X-Hop: 1\r\nKeep-Alive: timeout=5\r\n\r\n",
+            echo.len()
+        );
+        if s.write_all(resp.as_bytes()).is_err() || s.write_all(&echo).is_err() {
+            return;
+        }
+    }
+}
+
+/// `curl -x` with `args`, printing the response heads (`-i`) before the bodies.
+fn curl_via(p: SocketAddr, args: &[&str]) -> Option<(i32, String, String)> {
+    let proxy_url = format!("http://{p}");
+    let mut all = vec!["-i", "-x", &proxy_url];
+    all.extend_from_slice(args);
+    let (code, out, err) = run_curl(&all)?;
+    Some((code, String::from_utf8_lossy(&out).into_owned(), err))
+}
+
+#[test]
+fn curl_forwards_http_requests_cleaned_of_hop_by_hop_fields() {
+    let t = echo_target();
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    let Some((code, out, err)) = curl_via(
+        p,
+        &[
+            "-H",
+            "X-Hop: drop me",
+            "-H",
+            "Connection: X-Hop",
+            "-H",
+            "X-End: kept",
+            "-d",
+            "posted body",
+            &url(t, "/first?q=1"),
+        ],
+    ) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    let lower = out.to_ascii_lowercase();
+    // The response: the target's hop-by-hop fields are gone, Via is added.
+    let (resp_head, echoed) = lower.split_once("\r\n\r\n").unwrap();
+    assert!(resp_head.starts_with("http/1.1 200"), "{out}");
+    assert!(resp_head.contains("x-target: yes"), "{out}");
+    assert!(resp_head.contains("via: 1.1 fibr"), "{out}");
+    assert!(
+        !resp_head.contains("x-hop") && !resp_head.contains("keep-alive: "),
+        "{out}"
+    );
+    // The request as the target saw it: origin-form, the client's end-to-end fields,
+    // Via, and none of the hop-by-hop ones.
+    assert!(
+        echoed.starts_with("post /first?q=1 http/1.1\r\n"),
+        "{echoed}"
+    );
+    assert!(echoed.contains(&format!("host: {t}\r\n")), "{echoed}");
+    assert!(echoed.contains("x-end: kept\r\n"), "{echoed}");
+    assert!(echoed.contains("via: 1.1 fibr\r\n"), "{echoed}");
+    assert!(
+        !echoed.contains("x-hop") && !echoed.contains("proxy-connection"),
+        "{echoed}"
+    );
+    assert!(echoed.ends_with("\r\n\r\nposted body"), "{echoed}");
+
+    // Two URLs in one curl: both answered on the proxy connection curl keeps.
+    let (code, out, err) = curl_via(p, &[&url(t, "/a"), &url(t, "/b")]).unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("GET /a HTTP/1.1") && out.contains("GET /b HTTP/1.1"),
+        "{out}"
+    );
+    assert!(err.is_empty(), "{err}");
+    drop(engine);
+}
+
+#[test]
+fn a_large_forwarded_response_streams_intact() {
+    let t = target();
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    let proxy_url = format!("http://{p}");
+    let Some((code, out, err)) = run_curl(&["-x", &proxy_url, &url(t, "/big")]) else {
+        return;
+    };
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out == big_body(),
+        "{} bytes, not the 32 MiB sent",
+        out.len()
+    );
+    all_closed(&engine);
+}
+
+#[test]
+fn forwarding_follows_the_rules_and_asks_for_credentials() {
+    let t = echo_target();
+    let other = echo_target();
+    let rules = to(t).require_auth(|user, password| user == "alice" && password == "s3cret");
+    let (_engine, p) = proxy(ProxyConfig::new(rules));
+    let status = |args: &[&str]| {
+        let (code, out, err) = curl_via(p, args).unwrap();
+        assert_eq!(code, 0, "{err}");
+        out.split(' ').nth(1).unwrap().to_owned()
+    };
+    if curl().is_none() {
+        return;
+    }
+    let (_, out, _) = curl_via(p, &[&url(t, "/")]).unwrap();
+    assert!(out.starts_with("HTTP/1.1 407 "), "{out}");
+    assert!(out.contains("proxy-authenticate: Basic"), "{out}");
+    assert_eq!(status(&["-U", "alice:wrong", &url(t, "/")]), "407");
+    assert_eq!(status(&["-U", "alice:s3cret", &url(t, "/")]), "200");
+    // Credentials do not open a target the rules do not name (loopback, other port).
+    assert_eq!(status(&["-U", "alice:s3cret", &url(other, "/")]), "403");
+}
+
+#[test]
+fn a_forwarded_request_to_a_refusing_or_silent_target_gets_502_or_504() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let slow = echo_target();
+    let rules = to(closed).allow_target_net(slow.ip().into(), slow.port()..=slow.port());
+    let limit = Duration::from_millis(500);
+    let (engine, p) = proxy(ProxyConfig::new(rules).with_response_timeout(limit));
+    let Some((_, out, _)) = curl_via(p, &[&url(closed, "/")]) else {
+        return;
+    };
+    assert!(out.starts_with("HTTP/1.1 502 "), "{out}");
+    let start = Instant::now();
+    let (_, out, _) = curl_via(p, &[&url(slow, "/slow")]).unwrap();
+    assert!(out.starts_with("HTTP/1.1 504 "), "{out}");
+    let took = start.elapsed();
+    assert!(took >= limit && took < limit * 10, "{took:?}");
+    all_closed(&engine);
+}
+
+#[test]
+fn requests_that_cannot_be_forwarded_get_their_status() {
+    let t = echo_target();
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    for (req, status) in [
+        (
+            "GET /origin-form HTTP/1.1\r\nHost: x\r\n\r\n".to_owned(),
+            "400",
+        ),
+        (
+            format!("GET https://{t}/ HTTP/1.1\r\nHost: {t}\r\n\r\n"),
+            "501",
+        ),
+        (
+            format!("GET ftp://{t}/ HTTP/1.1\r\nHost: {t}\r\n\r\n"),
+            "501",
+        ),
+    ] {
+        let mut s = stream(p);
+        s.write_all(req.as_bytes()).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{req}: {answer}"
+        );
+    }
+    // After a forwarded request, a CONNECT on the same connection is refused, not
+    // mistaken for a request to forward.
+    let mut s = stream(p);
+    let req = format!("GET http://{t}/ HTTP/1.1\r\nHost: {t}\r\n\r\nCONNECT {t} HTTP/1.1\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    assert!(answer.contains("HTTP/1.1 400 "), "{answer}");
+    all_closed(&engine);
+}

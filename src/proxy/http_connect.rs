@@ -1,6 +1,7 @@
 //! HTTP `CONNECT` (RFC 9110 §9.3.6) as a sans-IO machine: a request head in, a target
 //! and the offered `Proxy-Authorization: Basic` credentials out, and the status line that
-//! answers it. Other methods (absolute-form forwarding) are answered 501 for now.
+//! answers it. Any other request asks for forwarding (`Step::Forward`): the driver hands
+//! the connection, this head included, to the forwarding server (`forward.rs`).
 
 use super::{Auth, Credentials, Failure, Handshake, Step, Target};
 use base64::Engine as _;
@@ -48,7 +49,9 @@ impl HttpConnect {
             Err(_) => return self.refuse(out, "400 Bad Request"),
         };
         if req.method != Some("CONNECT") {
-            return self.refuse(out, "501 Not Implemented");
+            // Left in `input`: the forwarding server parses the head again.
+            self.done = true;
+            return Step::Forward;
         }
         let Some(target) = req.path.and_then(authority) else {
             return self.refuse(out, "400 Bad Request");
@@ -82,7 +85,7 @@ fn authority(s: &str) -> Option<Target> {
 }
 
 /// The credentials of a `Basic` authorization value.
-fn basic(value: &[u8]) -> Option<Credentials> {
+pub(crate) fn basic(value: &[u8]) -> Option<Credentials> {
     let value = std::str::from_utf8(value).ok()?.trim();
     let (scheme, token) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
@@ -212,8 +215,7 @@ mod tests {
     #[test]
     fn bad_requests_get_their_status() {
         for (input, status) in [
-            (&b"GET http://a/ HTTP/1.1\r\n\r\n"[..], "501 "),
-            (b"CONNECT example.com HTTP/1.1\r\n\r\n", "400 "),
+            (&b"CONNECT example.com HTTP/1.1\r\n\r\n"[..], "400 "),
             (b"CONNECT a b:1 HTTP/1.1\r\n\r\n", "400 "),
             (b"CONNECT /x:1 HTTP/1.1\r\n\r\n", "400 "),
             (b"CONNECT h:99999 HTTP/1.1\r\n\r\n", "400 "),
@@ -223,6 +225,22 @@ mod tests {
             assert_eq!(step, Step::Close, "{input:?}");
             assert!(out.starts_with(&format!("HTTP/1.1 {status}")), "{out}");
         }
+    }
+
+    #[test]
+    fn other_methods_ask_for_forwarding_and_keep_the_head() {
+        let mut m = HttpConnect::new(1024);
+        let mut out = Vec::new();
+        assert_eq!(
+            m.receive(b"GET http://a/ HTTP/1.1\r\n", &mut out),
+            Step::More
+        );
+        assert_eq!(m.receive(b"Host: a\r\n\r\nrest", &mut out), Step::Forward);
+        assert!(out.is_empty());
+        assert_eq!(
+            m.take_rest(),
+            b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\nrest"
+        );
     }
 
     #[test]

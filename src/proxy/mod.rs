@@ -1,7 +1,8 @@
 //! Proxies on fibr's connections (feature `proxy`): a byte [`relay`] between two
 //! connections, and a [`Server`] that speaks SOCKS5 (RFC 1928, with RFC 1929
 //! username/password), SOCKS4, SOCKS4a and HTTP `CONNECT` on one port, told apart by the
-//! client's first byte (5, 4, anything else is HTTP).
+//! client's first byte (5, 4, anything else is HTTP), and forwards absolute-form
+//! `http://` requests (`forward.rs`: fibr's HTTP server in front, fibr's client behind).
 //!
 //! Each protocol's handshake is a sans-IO machine (`socks.rs`, `http_connect.rs`: bytes in,
 //! replies and a decision out). The driver here runs it on the client's connection,
@@ -20,6 +21,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod forward;
 mod http_connect;
 mod relay;
 mod rules;
@@ -48,8 +50,11 @@ pub struct ProxyConfig {
     pub handshake_timeout: Duration,
     /// Time to reach the target, name resolution included (SOCKS reply 4, HTTP 504 past it).
     pub connect_timeout: Duration,
-    /// Longest HTTP `CONNECT` request head (431 past it).
+    /// Longest HTTP request head, `CONNECT` or forwarded (431 past it).
     pub max_request_head: usize,
+    /// Time from forwarding an `http://` request to the target's response head, the
+    /// connect included (504 past it).
+    pub response_timeout: Duration,
     /// The tunnels' buffer bound and idle timeout.
     pub relay: RelayConfig,
 }
@@ -65,13 +70,15 @@ impl ProxyConfig {
 }
 
 impl Default for ProxyConfig {
-    /// No rule (everything refused), 10 s handshakes and connects, 8 KiB heads.
+    /// No rule (everything refused), 10 s handshakes and connects, 8 KiB heads, 60 s for a
+    /// forwarded request's response.
     fn default() -> ProxyConfig {
         ProxyConfig {
             rules: Rules::new(),
             handshake_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
             max_request_head: 8 * 1024,
+            response_timeout: Duration::from_secs(60),
             relay: RelayConfig::default(),
         }
     }
@@ -82,6 +89,7 @@ config_setters!(ProxyConfig {
     set with_handshake_timeout => handshake_timeout: Duration,
     set with_connect_timeout => connect_timeout: Duration,
     set with_max_request_head => max_request_head: usize,
+    set with_response_timeout => response_timeout: Duration,
     set with_relay => relay: RelayConfig,
 });
 
@@ -148,6 +156,9 @@ pub(crate) enum Step {
     Authenticate(Credentials),
     /// The client asks for a tunnel; answer with `connected` or `failed`.
     Connect(Target, Auth),
+    /// An HTTP request that is not `CONNECT`: hand the connection, with what
+    /// `take_rest` gives back, to the forwarding server.
+    Forward,
     /// Close once the output (a refusal, if the protocol has one) is written.
     Close,
 }
@@ -175,13 +186,17 @@ pub(crate) trait Handshake: Send {
 #[derive(Clone)]
 pub struct Server {
     config: Arc<ProxyConfig>,
+    /// Where a connection goes once its first request asks for forwarding.
+    forward: Arc<dyn Handler>,
 }
 
 impl Server {
     /// A proxy that follows `config` (its rules: nothing is allowed without one).
     pub fn new(config: ProxyConfig) -> Server {
+        let config = Arc::new(config);
         Server {
-            config: Arc::new(config),
+            forward: forward::server(config.clone()),
+            config,
         }
     }
 }
@@ -341,8 +356,15 @@ impl Server {
         }
     }
 
-    /// Acts on a machine's steps until it needs input or is done.
-    fn drive(&self, conn: &Conn, session: &mut Session, mut step: Step, out: &mut Vec<u8>) {
+    /// Acts on a machine's steps until it needs input or is done. Answers the bytes to
+    /// hand to the forwarding server if the request asks for forwarding.
+    fn drive(
+        &self,
+        conn: &Conn,
+        session: &mut Session,
+        mut step: Step,
+        out: &mut Vec<u8>,
+    ) -> Option<Vec<u8>> {
         loop {
             // What the machine wrote goes out before anything the step does (a close, a
             // failure's reply).
@@ -351,16 +373,21 @@ impl Server {
                 out.clear();
             }
             step = match step {
-                Step::More => return,
-                Step::Close => return conn.close(),
+                Step::More => return None,
+                Step::Close => {
+                    conn.close();
+                    return None;
+                }
                 Step::Authenticate(creds) => {
                     let ok = self.config.rules.verify(&creds);
-                    let Some(machine) = session.machine.as_mut() else {
-                        return;
-                    };
+                    let machine = session.machine.as_mut()?;
                     machine.authenticated(ok, out)
                 }
-                Step::Connect(target, auth) => return self.connect(conn, session, target, auth),
+                Step::Connect(target, auth) => {
+                    self.connect(conn, session, target, auth);
+                    return None;
+                }
+                Step::Forward => return session.machine.take().map(|mut m| m.take_rest()),
             };
         }
     }
@@ -426,10 +453,10 @@ impl Handler for Server {
 
     fn on_data(&self, conn: &Conn, data: &[u8]) {
         let mut out = Vec::new();
-        Server::session(conn, |session| {
+        let forward = Server::session(conn, |session| {
             if session.pending.is_some() {
                 // The request was taken; what follows waits for the tunnel.
-                return;
+                return None;
             }
             let machine = session.machine.get_or_insert_with(|| match data[0] {
                 5 => Box::new(socks::Socks5::new(self.config.rules.auth_required())),
@@ -437,8 +464,15 @@ impl Handler for Server {
                 _ => Box::new(http_connect::HttpConnect::new(self.config.max_request_head)),
             });
             let step = machine.receive(data, &mut out);
-            self.drive(conn, session, step, &mut out);
+            self.drive(conn, session, step, &mut out)
         });
+        if let Some(Some(head)) = forward {
+            // The session (its timer) goes; the HTTP server has its own timeouts.
+            drop(conn.take_context::<Session>());
+            conn.set_shared_handler(self.forward.clone());
+            self.forward.on_open(conn);
+            self.forward.on_data(conn, &head);
+        }
     }
 
     fn on_wake(&self, conn: &Conn) {
