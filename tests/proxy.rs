@@ -826,3 +826,135 @@ fn requests_that_cannot_be_forwarded_get_their_status() {
     assert!(answer.contains("HTTP/1.1 400 "), "{answer}");
     all_closed(&engine);
 }
+
+// ---------------------------------------------------------------------------------------
+// SOCKS5 UDP ASSOCIATE.
+
+/// A UDP echo on 127.0.0.1 that counts the datagrams it got.
+fn udp_echo() -> (SocketAddr, Arc<AtomicUsize>) {
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = sock.local_addr().unwrap();
+    let got = Arc::new(AtomicUsize::new(0));
+    let counter = got.clone();
+    thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while let Ok((n, from)) = sock.recv_from(&mut buf) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let _ = sock.send_to(&buf[..n], from);
+        }
+    });
+    (addr, got)
+}
+
+/// Asks for a UDP association over a new SOCKS5 connection; (the connection, the relay).
+fn associate(p: SocketAddr, client_hint: SocketAddr) -> (TcpStream, SocketAddr) {
+    let mut s = socks5(p, &[0]);
+    let mut req = connect5(client_hint);
+    req[1] = 3;
+    s.write_all(&req).unwrap();
+    let r = reply5(&mut s);
+    assert_eq!(r[1], 0, "UDP ASSOCIATE granted");
+    let relay = SocketAddr::from(([r[4], r[5], r[6], r[7]], u16::from_be_bytes([r[8], r[9]])));
+    (s, relay)
+}
+
+/// A client datagram for `to` (an address, or a host name and port).
+fn datagram(to: Result<SocketAddr, (&str, u16)>, payload: &[u8]) -> Vec<u8> {
+    let mut d = vec![0, 0, 0];
+    match to {
+        Ok(SocketAddr::V4(a)) => {
+            d.push(1);
+            d.extend_from_slice(&a.ip().octets());
+            d.extend_from_slice(&a.port().to_be_bytes());
+        }
+        Ok(SocketAddr::V6(_)) => unreachable!(),
+        Err((name, port)) => {
+            d.extend_from_slice(&[3, name.len() as u8]);
+            d.extend_from_slice(name.as_bytes());
+            d.extend_from_slice(&port.to_be_bytes());
+        }
+    }
+    d.extend_from_slice(payload);
+    d
+}
+
+fn udp_client() -> std::net::UdpSocket {
+    let u = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    u.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    u
+}
+
+#[test]
+fn udp_associate_relays_both_ways_and_only_what_the_rules_allow() {
+    let (echo, echo_got) = udp_echo();
+    let (other, other_got) = udp_echo();
+    let rules = Rules::new().allow_target_net(echo.ip().into(), echo.port()..=echo.port());
+    let (engine, p) = proxy(ProxyConfig::new(rules));
+    let (tcp, relay) = associate(p, SocketAddr::from(([0, 0, 0, 0], 0)));
+    assert_eq!(
+        relay.ip(),
+        p.ip(),
+        "the relay is on the address the client reached"
+    );
+    let u = udp_client();
+    let mut buf = [0u8; 2048];
+    for (i, to) in [Ok(echo), Err(("localhost", echo.port()))]
+        .into_iter()
+        .enumerate()
+    {
+        let payload = format!("ping {i}");
+        u.send_to(&datagram(to, payload.as_bytes()), relay).unwrap();
+        let (n, from) = u.recv_from(&mut buf).expect("the echo's answer, relayed");
+        assert_eq!(from, relay);
+        assert_eq!(
+            &buf[..n],
+            &datagram(Ok(echo), payload.as_bytes())[..],
+            "header names the echo"
+        );
+    }
+    assert_eq!(echo_got.load(Ordering::SeqCst), 2);
+
+    // Dropped: a target the rules do not name, a fragment, and another sender once the
+    // client's port is known.
+    u.send_to(&datagram(Ok(other), b"nope"), relay).unwrap();
+    let mut fragment = datagram(Ok(echo), b"frag");
+    fragment[2] = 1;
+    u.send_to(&fragment, relay).unwrap();
+    udp_client()
+        .send_to(&datagram(Ok(echo), b"stranger"), relay)
+        .unwrap();
+    assert!(u.recv_from(&mut buf).is_err(), "nothing comes back");
+    assert_eq!(other_got.load(Ordering::SeqCst), 0);
+    assert_eq!(echo_got.load(Ordering::SeqCst), 2);
+
+    // The association ends with its TCP connection.
+    drop(tcp);
+    all_closed(&engine);
+    thread::sleep(Duration::from_millis(50));
+    u.send_to(&datagram(Ok(echo), b"late"), relay).unwrap();
+    assert!(u.recv_from(&mut buf).is_err());
+    assert_eq!(echo_got.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn udp_associate_with_a_named_client_port_and_an_idle_timeout() {
+    let (echo, _) = udp_echo();
+    let limit = Duration::from_millis(300);
+    let (engine, p) = proxy(ProxyConfig::new(to(echo)).with_udp_idle_timeout(limit));
+    let u = udp_client();
+    let (mut tcp, relay) = associate(p, u.local_addr().unwrap());
+    // The request named the client's port: another socket of the same host is not it.
+    udp_client()
+        .send_to(&datagram(Ok(echo), b"stranger"), relay)
+        .unwrap();
+    u.send_to(&datagram(Ok(echo), b"me"), relay).unwrap();
+    let mut buf = [0u8; 64];
+    let (n, _) = u.recv_from(&mut buf).unwrap();
+    assert!(buf[..n].ends_with(b"me"));
+    // Silent past the limit: the proxy closes the TCP connection.
+    let start = Instant::now();
+    assert_eq!(tcp.read(&mut buf).unwrap(), 0, "closed by the proxy");
+    assert!(start.elapsed() < limit * 10);
+    all_closed(&engine);
+}

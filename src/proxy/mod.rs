@@ -26,6 +26,7 @@ mod http_connect;
 mod relay;
 mod rules;
 mod socks;
+mod udp;
 
 pub use relay::{relay, Relay, RelayConfig};
 pub use rules::{Authenticator, InvalidNet, IpNet, Rules};
@@ -57,6 +58,12 @@ pub struct ProxyConfig {
     pub response_timeout: Duration,
     /// The tunnels' buffer bound and idle timeout.
     pub relay: RelayConfig,
+    /// A SOCKS5 UDP association with no datagram either way for this long ends (its TCP
+    /// connection is closed).
+    pub udp_idle_timeout: Duration,
+    /// Destinations a UDP association remembers as allowed to answer (the oldest is
+    /// forgotten past it).
+    pub udp_max_peers: usize,
 }
 
 impl ProxyConfig {
@@ -71,7 +78,7 @@ impl ProxyConfig {
 
 impl Default for ProxyConfig {
     /// No rule (everything refused), 10 s handshakes and connects, 8 KiB heads, 60 s for a
-    /// forwarded request's response.
+    /// forwarded request's response; UDP associations idle for 2 minutes end.
     fn default() -> ProxyConfig {
         ProxyConfig {
             rules: Rules::new(),
@@ -80,6 +87,8 @@ impl Default for ProxyConfig {
             max_request_head: 8 * 1024,
             response_timeout: Duration::from_secs(60),
             relay: RelayConfig::default(),
+            udp_idle_timeout: Duration::from_secs(120),
+            udp_max_peers: 64,
         }
     }
 }
@@ -91,6 +100,8 @@ config_setters!(ProxyConfig {
     set with_max_request_head => max_request_head: usize,
     set with_response_timeout => response_timeout: Duration,
     set with_relay => relay: RelayConfig,
+    set with_udp_idle_timeout => udp_idle_timeout: Duration,
+    set with_udp_max_peers => udp_max_peers: usize,
 });
 
 /// Where a client asked to go.
@@ -156,6 +167,9 @@ pub(crate) enum Step {
     Authenticate(Credentials),
     /// The client asks for a tunnel; answer with `connected` or `failed`.
     Connect(Target, Auth),
+    /// A SOCKS5 UDP ASSOCIATE (the target is the client's UDP address, or zeros); answer
+    /// with `connected` (the relay's address) or `failed`.
+    Associate(Target, Auth),
     /// An HTTP request that is not `CONNECT`: hand the connection, with what
     /// `take_rest` gives back, to the forwarding server.
     Forward,
@@ -356,15 +370,15 @@ impl Server {
         }
     }
 
-    /// Acts on a machine's steps until it needs input or is done. Answers the bytes to
-    /// hand to the forwarding server if the request asks for forwarding.
+    /// Acts on a machine's steps until it needs input or is done. Answers what to do
+    /// with the connection once the session (the context being borrowed) is dropped.
     fn drive(
         &self,
         conn: &Conn,
         session: &mut Session,
         mut step: Step,
         out: &mut Vec<u8>,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<HandOff> {
         loop {
             // What the machine wrote goes out before anything the step does (a close, a
             // failure's reply).
@@ -387,7 +401,12 @@ impl Server {
                     self.connect(conn, session, target, auth);
                     return None;
                 }
-                Step::Forward => return session.machine.take().map(|mut m| m.take_rest()),
+                Step::Associate(hint, auth) => {
+                    return Some(HandOff::Associate(session.machine.take()?, hint, auth))
+                }
+                Step::Forward => {
+                    return Some(HandOff::Forward(session.machine.take()?.take_rest()))
+                }
             };
         }
     }
@@ -413,13 +432,7 @@ impl Server {
             }),
         });
         session.pending = Some(pending.clone());
-        let authed = match &auth {
-            Auth::None => false,
-            Auth::Verified => true,
-            Auth::Offered(creds) => cfg.rules.verify(creds),
-        };
-        let client_ip = conn.peer_addr().map(|a| a.ip());
-        if let Err(why) = cfg.rules.check_client(client_ip, authed) {
+        if let Err(why) = self.check_client(conn, &auth) {
             return pending.lock().fail(why);
         }
         match target {
@@ -433,6 +446,82 @@ impl Server {
                 });
             }
         }
+    }
+}
+
+/// What becomes of a client connection whose handshake is over without a tunnel.
+enum HandOff {
+    /// To the forwarding HTTP server, with the bytes read so far.
+    Forward(Vec<u8>),
+    /// A UDP association: the machine (for its reply), the client's UDP address if it
+    /// named one, what it proved.
+    Associate(Box<dyn Handshake>, Target, Auth),
+}
+
+impl Server {
+    /// The rules' checks on the client, with what its request proved.
+    fn check_client(&self, conn: &Conn, auth: &Auth) -> Result<(), Failure> {
+        let rules = &self.config.rules;
+        let authed = match auth {
+            Auth::None => false,
+            Auth::Verified => true,
+            Auth::Offered(creds) => rules.verify(creds),
+        };
+        rules.check_client(conn.peer_addr().map(|a| a.ip()), authed)
+    }
+
+    /// Starts a UDP association: binds its socket on the address the client reached,
+    /// answers with it, and relays until the client's connection closes.
+    fn associate(&self, conn: &Conn, mut machine: Box<dyn Handshake>, hint: Target, auth: Auth) {
+        let mut out = Vec::new();
+        let addrs = self.check_client(conn, &auth).and_then(|()| {
+            match (conn.peer_addr(), conn.local_addr()) {
+                (Some(peer), Some(local)) => Ok((peer, local)),
+                _ => Err(Failure::General),
+            }
+        });
+        let (peer, local) = match addrs {
+            Ok(addrs) => addrs,
+            Err(why) => {
+                machine.failed(why, &mut out);
+                let _ = conn.send(&out);
+                return conn.close();
+            }
+        };
+        let (control, ended) = udp::Control::new();
+        conn.set_handler(control);
+        // Zeros (or a port of 0) mean the client does not know its UDP address yet.
+        let client = match hint {
+            Target::Addr(a) if !a.ip().is_unspecified() && a.port() != 0 => Some(a),
+            _ => None,
+        };
+        let config = self.config.clone();
+        let conn = conn.clone();
+        crate::exec::spawn_on(&conn.inner.rt.pool.clone(), async move {
+            let bound = std::net::UdpSocket::bind(SocketAddr::new(local.ip(), 0))
+                .and_then(crate::net::UdpSocket::from_std)
+                .and_then(|s| s.local_addr().map(|a| (s, a)));
+            let (socket, bound) = match bound {
+                Ok(bound) => bound,
+                Err(e) => {
+                    tracing::debug!(error = %e, "UDP ASSOCIATE: no socket");
+                    machine.failed(Failure::General, &mut out);
+                    let _ = conn.send(&out);
+                    return conn.close();
+                }
+            };
+            machine.connected(bound, &mut out);
+            let _ = conn.send(&out);
+            let relay = udp::Relay {
+                config,
+                socket,
+                client_ip: peer.ip(),
+                client,
+                ended,
+            };
+            relay.run().await;
+            conn.close();
+        });
     }
 }
 
@@ -453,7 +542,7 @@ impl Handler for Server {
 
     fn on_data(&self, conn: &Conn, data: &[u8]) {
         let mut out = Vec::new();
-        let forward = Server::session(conn, |session| {
+        let hand_off = Server::session(conn, |session| {
             if session.pending.is_some() {
                 // The request was taken; what follows waits for the tunnel.
                 return None;
@@ -466,12 +555,19 @@ impl Handler for Server {
             let step = machine.receive(data, &mut out);
             self.drive(conn, session, step, &mut out)
         });
-        if let Some(Some(head)) = forward {
-            // The session (its timer) goes; the HTTP server has its own timeouts.
-            drop(conn.take_context::<Session>());
-            conn.set_shared_handler(self.forward.clone());
-            self.forward.on_open(conn);
-            self.forward.on_data(conn, &head);
+        let Some(Some(hand_off)) = hand_off else {
+            return;
+        };
+        // The session (its timer) goes: the HTTP server has its own timeouts, and an
+        // association lasts as long as its connection.
+        drop(conn.take_context::<Session>());
+        match hand_off {
+            HandOff::Forward(head) => {
+                conn.set_shared_handler(self.forward.clone());
+                self.forward.on_open(conn);
+                self.forward.on_data(conn, &head);
+            }
+            HandOff::Associate(machine, hint, auth) => self.associate(conn, machine, hint, auth),
         }
     }
 

@@ -1,5 +1,6 @@
-//! SOCKS handshakes as sans-IO machines: SOCKS5 (RFC 1928, CONNECT only) with no
-//! authentication or username/password (RFC 1929), and SOCKS4 with 4a's host names.
+//! SOCKS handshakes as sans-IO machines: SOCKS5 (RFC 1928, CONNECT and UDP ASSOCIATE)
+//! with no authentication or username/password (RFC 1929), and SOCKS4 with 4a's host
+//! names.
 //! Every message is bounded by its length fields (SOCKS4's NUL-terminated strings by
 //! [`MAX_STRING`]), so a machine keeps at most one message of input.
 
@@ -14,9 +15,10 @@ const NO_AUTH: u8 = 0x00;
 const USER_PASS: u8 = 0x02;
 const NO_METHOD: u8 = 0xff;
 const CMD_CONNECT: u8 = 0x01;
-const ATYP_V4: u8 = 0x01;
-const ATYP_NAME: u8 = 0x03;
-const ATYP_V6: u8 = 0x04;
+const CMD_UDP_ASSOCIATE: u8 = 0x03;
+pub(crate) const ATYP_V4: u8 = 0x01;
+pub(crate) const ATYP_NAME: u8 = 0x03;
+pub(crate) const ATYP_V6: u8 = 0x04;
 const REP_OK: u8 = 0x00;
 const REP_GENERAL: u8 = 0x01;
 const REP_NOT_ALLOWED: u8 = 0x02;
@@ -148,30 +150,15 @@ impl Socks5 {
         if b[0] != 5 {
             return Some(self.refuse(out, None));
         }
-        if b[1] != CMD_CONNECT {
+        let command = b[1];
+        if command != CMD_CONNECT && command != CMD_UDP_ASSOCIATE {
             return Some(self.refuse(out, Some(REP_CMD_UNSUPPORTED)));
         }
-        let (target, len) = match b[3] {
-            ATYP_V4 => {
-                let a = b.get(4..10)?;
-                let ip = Ipv4Addr::new(a[0], a[1], a[2], a[3]);
-                (Target::Addr(SocketAddr::new(ip.into(), port(&a[4..]))), 10)
-            }
-            ATYP_V6 => {
-                let a = b.get(4..22)?;
-                let ip: [u8; 16] = a[..16].try_into().expect("16 bytes");
-                let addr = SocketAddr::new(Ipv6Addr::from(ip).into(), port(&a[16..]));
-                (Target::Addr(addr), 22)
-            }
-            ATYP_NAME => {
-                let n = usize::from(*b.get(4)?);
-                let a = b.get(5..7 + n)?;
-                match host_name(&a[..n]) {
-                    Some(name) => (Target::Name(name, port(&a[n..])), 7 + n),
-                    None => return Some(self.refuse(out, Some(REP_GENERAL))),
-                }
-            }
-            _ => return Some(self.refuse(out, Some(REP_ATYP_UNSUPPORTED))),
+        let (target, len) = match address(&b[3..]) {
+            Address::Complete(target, len) => (target, 3 + len),
+            Address::Partial => return None,
+            Address::BadName => return Some(self.refuse(out, Some(REP_GENERAL))),
+            Address::BadType => return Some(self.refuse(out, Some(REP_ATYP_UNSUPPORTED))),
         };
         self.input.consume(len);
         self.state = State5::Done;
@@ -180,7 +167,11 @@ impl Socks5 {
         } else {
             Auth::None
         };
-        Some(Step::Connect(target, auth))
+        Some(if command == CMD_CONNECT {
+            Step::Connect(target, auth)
+        } else {
+            Step::Associate(target, auth)
+        })
     }
 
     /// Ends the handshake, with a reply carrying `code` if there is one.
@@ -193,11 +184,58 @@ impl Socks5 {
     }
 }
 
-/// A SOCKS5 reply; failures carry 0.0.0.0:0.
-fn reply5(out: &mut Vec<u8>, code: u8, bound: Option<SocketAddr>) {
-    let bound = bound.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    out.extend_from_slice(&[5, code, 0]);
-    match bound.ip() {
+/// A SOCKS5 address (ATYP, address, port) at the start of some bytes.
+pub(crate) enum Address {
+    /// The address and the bytes it took.
+    Complete(Target, usize),
+    Partial,
+    /// A name that cannot be a host name.
+    BadName,
+    /// An unknown address type.
+    BadType,
+}
+
+/// Parses the SOCKS5 address that `b` starts with (requests and UDP headers share it).
+pub(crate) fn address(b: &[u8]) -> Address {
+    let Some(&atyp) = b.first() else {
+        return Address::Partial;
+    };
+    match atyp {
+        ATYP_V4 => match b.get(1..7) {
+            Some(a) => {
+                let ip = Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+                Address::Complete(Target::Addr(SocketAddr::new(ip.into(), port(&a[4..]))), 7)
+            }
+            None => Address::Partial,
+        },
+        ATYP_V6 => match b.get(1..19) {
+            Some(a) => {
+                let ip: [u8; 16] = a[..16].try_into().expect("16 bytes");
+                let addr = SocketAddr::new(Ipv6Addr::from(ip).into(), port(&a[16..]));
+                Address::Complete(Target::Addr(addr), 19)
+            }
+            None => Address::Partial,
+        },
+        ATYP_NAME => {
+            let Some(&n) = b.get(1) else {
+                return Address::Partial;
+            };
+            let n = usize::from(n);
+            let Some(a) = b.get(2..4 + n) else {
+                return Address::Partial;
+            };
+            match host_name(&a[..n]) {
+                Some(name) => Address::Complete(Target::Name(name, port(&a[n..])), 4 + n),
+                None => Address::BadName,
+            }
+        }
+        _ => Address::BadType,
+    }
+}
+
+/// Writes `addr` as a SOCKS5 address (ATYP, address, port).
+pub(crate) fn put_address(out: &mut Vec<u8>, addr: SocketAddr) {
+    match addr.ip() {
         IpAddr::V4(ip) => {
             out.push(ATYP_V4);
             out.extend_from_slice(&ip.octets());
@@ -207,7 +245,14 @@ fn reply5(out: &mut Vec<u8>, code: u8, bound: Option<SocketAddr>) {
             out.extend_from_slice(&ip.octets());
         }
     }
-    out.extend_from_slice(&bound.port().to_be_bytes());
+    out.extend_from_slice(&addr.port().to_be_bytes());
+}
+
+/// A SOCKS5 reply; failures carry 0.0.0.0:0.
+fn reply5(out: &mut Vec<u8>, code: u8, bound: Option<SocketAddr>) {
+    let bound = bound.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    out.extend_from_slice(&[5, code, 0]);
+    put_address(out, bound);
 }
 
 fn port(b: &[u8]) -> u16 {

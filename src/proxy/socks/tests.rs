@@ -127,7 +127,6 @@ fn socks5_bad_subnegotiation_version() {
 fn socks5_unsupported_command_and_address_type() {
     for (req, code) in [
         (&[5u8, 2, 0, 1, 1, 2, 3, 4, 0, 1][..], 7), // BIND
-        (&[5, 3, 0, 1, 1, 2, 3, 4, 0, 1], 7),       // UDP ASSOCIATE
         (&[5, 9, 0, 1, 1, 2, 3, 4, 0, 1], 7),
         (&[5, 1, 0, 2, 1, 2, 3, 4, 0, 1], 8),
         (&[5, 1, 0, 0, 1, 2, 3, 4, 0, 1], 8),
@@ -142,6 +141,25 @@ fn socks5_unsupported_command_and_address_type() {
         assert_eq!(out.len(), 10, "{req:?}");
         assert_eq!(&out[..3], [5, code, 0], "{req:?}");
     }
+}
+
+#[test]
+fn socks5_udp_associate_names_the_clients_udp_address() {
+    let mut m = Socks5::new(false);
+    let mut out = Vec::new();
+    let req = [5, 1, 0, 5, 3, 0, 1, 127, 0, 0, 1, 0x1f, 0x90];
+    assert_eq!(
+        feed_split(&mut m, &req, &mut out),
+        Step::Associate(v4("127.0.0.1:8080"), Auth::None)
+    );
+    assert_eq!(
+        out,
+        [5, 0],
+        "only the method choice before the association's reply"
+    );
+    out.clear();
+    m.connected("127.0.0.1:4000".parse().unwrap(), &mut out);
+    assert_eq!(out, [5, 0, 0, 1, 127, 0, 0, 1, 0x0f, 0xa0]);
 }
 
 #[test]
