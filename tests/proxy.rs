@@ -958,3 +958,26 @@ fn udp_associate_with_a_named_client_port_and_an_idle_timeout() {
     assert!(start.elapsed() < limit * 10);
     all_closed(&engine);
 }
+
+#[test]
+fn udp_associate_forgets_the_oldest_destination_past_udp_max_peers() {
+    let a = udp_client();
+    let b = udp_client();
+    let rules = Rules::new().allow_target_net("127.0.0.1".parse().unwrap(), 1..=65535);
+    let (_engine, p) = proxy(ProxyConfig::new(rules).with_udp_max_peers(1));
+    let u = udp_client();
+    let (_tcp, relay) = associate(p, SocketAddr::from(([0, 0, 0, 0], 0)));
+    let mut buf = [0u8; 64];
+    for target in [&a, &b] {
+        u.send_to(&datagram(Ok(target.local_addr().unwrap()), b"hi"), relay)
+            .unwrap();
+        let (_, from) = target.recv_from(&mut buf).expect("relayed");
+        assert_eq!(from, relay);
+    }
+    // Only the newest destination may answer now.
+    a.send_to(b"from a", relay).unwrap();
+    b.send_to(b"from b", relay).unwrap();
+    let (n, _) = u.recv_from(&mut buf).unwrap();
+    assert!(buf[..n].ends_with(b"from b"), "{:?}", &buf[..n]);
+    assert!(u.recv_from(&mut buf).is_err(), "a was forgotten");
+}
