@@ -68,6 +68,8 @@ pub mod http;
 #[cfg(all(test, fibr_loom))]
 mod loom_support;
 pub mod net;
+#[cfg(target_os = "linux")]
+pub mod prefork;
 #[cfg(feature = "proxy")]
 pub mod proxy;
 mod reactor;

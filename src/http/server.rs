@@ -307,10 +307,10 @@ where
 {
     fn on_open(&self, conn: &Conn) {
         let shared = &self.shared;
-        if shared.draining.load(Ordering::Acquire) {
-            conn.close();
-            return;
-        }
+        // Accepted as the shutdown began (the listener's removal is on its way to the
+        // loop): over HTTP/1 its first request is still answered, so its client does
+        // not fail; HTTP/2 has no such grace here.
+        let draining = shared.draining.load(Ordering::Acquire);
         let info = ConnInfo {
             peer: conn.peer_addr(),
             local: conn.local_addr(),
@@ -323,9 +323,12 @@ where
                 return;
             }
         };
+        let tls = ConnTls::of(conn);
+        if draining && tls.alpn_is_h2() {
+            return conn.close();
+        }
         shared.live.fetch_add(1, Ordering::AcqRel);
         shared.conns.lock().unwrap().push(conn.clone());
-        let tls = ConnTls::of(conn);
         if tls.alpn_is_h2() {
             H2State::<S, B>::start(conn, svc, tls, &shared.config, &[]);
             return;
@@ -342,6 +345,9 @@ where
         };
         conn.set_context(state);
         with_state::<S, B, _>(conn, |st| {
+            if draining {
+                st.h1.drain();
+            }
             with_round_output(|out| st.drive(conn, &shared.config, out))
         });
     }

@@ -236,6 +236,9 @@ pub(crate) struct ServerConn<B, X> {
     /// be parsed again once that is gone, not before (they would only be incomplete again).
     held_back: bool,
     served: usize,
+    /// Graceful shutdown while a first request (or one begun) was still to come: it is
+    /// read and answered as the connection's last.
+    last_request: bool,
     /// When the queue last became empty (for the idle timeout).
     idle_since: Instant,
 }
@@ -249,6 +252,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             parked: false,
             held_back: false,
             served: 0,
+            last_request: false,
             idle_since: now,
         }
     }
@@ -372,7 +376,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         // An upgrade answered as a plain request ends the connection: its client may
         // already speak the new protocol.
         let upgrade = head.upgrade;
-        let mut keep_alive = head.keep_alive && !upgrade;
+        let mut keep_alive = head.keep_alive && !upgrade && !self.last_request;
         self.served += 1;
         if cfg
             .max_requests_per_connection
@@ -535,10 +539,15 @@ impl<B: BodySink, X> ServerConn<B, X> {
     }
 
     /// Graceful shutdown: no new request is read; those in flight are answered (the last
-    /// with `connection: close`).
+    /// with `connection: close`). A connection that has not had its first request yet, or
+    /// is within a head, still gets that one: its client has sent it or is sending it, and
+    /// closing would fail it (the header-read timeout bounds the wait).
     pub(crate) fn drain(&mut self) {
         match &mut self.reading {
             Reading::Body(b) => b.last = true,
+            Reading::Head { started } if self.served == 0 || started.is_some() => {
+                self.last_request = true;
+            }
             Reading::Head { .. } | Reading::UpgradeWaits => self.reading = Reading::Stopped,
             Reading::Switching | Reading::Upgraded { .. } | Reading::Stopped => {}
         }

@@ -827,10 +827,39 @@ fn drain_answers_what_is_in_flight_then_closes() {
     assert_eq!(h.respond(200, "a"), After::Close);
     assert_eq!(h.take_out(), ok_close("a"));
     assert!(h.end().close);
-    // An idle connection closes at once.
+    // A kept-alive connection between requests closes at once.
     let mut h = harness();
+    h.feed(GET_A);
+    assert_eq!(h.respond(200, "a"), After::Next);
+    assert_eq!(h.take_out(), ok("a"));
     h.conn.drain();
     assert!(h.end().close);
+}
+
+#[test]
+fn drain_still_answers_a_first_request_or_one_begun() {
+    // Accepted just before the shutdown, its request not here yet: it is answered, as
+    // the connection's last.
+    let mut h = harness();
+    h.conn.drain();
+    assert!(!h.end().close, "waits for its first request");
+    h.feed(GET_A);
+    h.feed(GET_B);
+    assert_eq!(h.svc.requests, ["GET /a"]);
+    assert_eq!(h.respond(200, "a"), After::Close);
+    assert_eq!(h.take_out(), ok_close("a"));
+    assert!(h.end().close);
+    // Half a head when the shutdown came: the request is finished and answered.
+    let mut h = harness();
+    h.feed(GET_A);
+    assert_eq!(h.respond(200, "a"), After::Next);
+    h.take_out();
+    h.feed(&GET_B[..10]);
+    h.conn.drain();
+    h.feed(&GET_B[10..]);
+    assert_eq!(h.svc.requests, ["GET /a", "GET /b"]);
+    assert_eq!(h.respond(200, "b"), After::Close);
+    assert_eq!(h.take_out(), ok_close("b"));
 }
 
 #[test]
