@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 enum Addr {
     Tcp(SocketAddr),
+    /// A listener made elsewhere (inherited, as prefork's children get theirs).
+    TcpListener(Arc<std::net::TcpListener>),
     Unix(PathBuf),
     Udp(SocketAddr),
 }
@@ -35,6 +37,16 @@ impl Binding {
     /// A TCP binding; `addr` is resolved now (its first address is used).
     pub fn tcp(addr: impl ToSocketAddrs, handler: impl Handler) -> Binding {
         Binding::with_addr(resolve(addr).map(Addr::Tcp), handler)
+    }
+
+    /// A TCP binding on a listener that is already bound and listening (one inherited
+    /// from a [`Prefork`](crate::prefork::Prefork) supervisor, say); the binding serves a
+    /// duplicate of it, so the caller's copy stays usable.
+    pub fn tcp_listener(listener: std::net::TcpListener, handler: impl Handler) -> Binding {
+        Binding {
+            addrs: vec![Addr::TcpListener(Arc::new(listener))],
+            handler: Arc::new(handler),
+        }
     }
 
     /// A Unix stream socket binding at `path`.
@@ -169,6 +181,18 @@ impl Engine {
         let (fd, source, bound, unix_path): (RawFd, Arc<dyn Source<Runtime>>, _, _) = match addr {
             Addr::Tcp(a) => {
                 let fd = socket::tcp_listener(*a, rt.config.reuse_port, backlog)?;
+                let bound = socket::local_addr(fd.as_raw_fd());
+                (
+                    fd.as_raw_fd(),
+                    self.listener(fd, Kind::Tcp, handler),
+                    bound,
+                    None,
+                )
+            }
+            Addr::TcpListener(l) => {
+                let dup = l.try_clone()?;
+                dup.set_nonblocking(true)?;
+                let fd = OwnedFd::from(dup);
                 let bound = socket::local_addr(fd.as_raw_fd());
                 (
                     fd.as_raw_fd(),

@@ -108,6 +108,23 @@ fn tcp_echo() {
 }
 
 #[test]
+fn a_listener_made_elsewhere_is_served_and_stays_the_callers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let engine = start([Binding::tcp_listener(listener.try_clone().unwrap(), Echo)]);
+    assert_eq!(tcp_addr(&engine, 0), addr);
+    let mut s = connect(addr);
+    echo_roundtrip(&mut s, b"inherited");
+    drop(s);
+    assert_conns_drain(&engine);
+    engine.shutdown(Duration::from_secs(1));
+    // The engine served a duplicate: the caller's listener still takes connections.
+    let _client = connect(addr);
+    listener.set_nonblocking(false).unwrap();
+    assert!(listener.accept().is_ok());
+}
+
+#[test]
 fn unix_echo() {
     let path = TempPath::sock("engine-echo");
     let engine = start([Binding::unix(path.path(), Echo)]);
