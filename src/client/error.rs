@@ -24,7 +24,7 @@ pub enum ErrorKind {
     /// The proxy refused the tunnel (an HTTP status, a SOCKS reply), failed during its
     /// handshake, or answered with something that is not its protocol.
     Proxy,
-    /// The proxy wants credentials, or refused the ones given (HTTP 407, a SOCKS5
+    /// The proxy wants credentials, or refused the ones given (HTTP 407 or 401 to `CONNECT`, a SOCKS5
     /// username/password failure or no acceptable method).
     ProxyAuth,
     /// No response head within the request timeout.

@@ -25,9 +25,10 @@ pub(crate) enum ConnectError {
 }
 
 impl ConnectError {
-    /// The proxy wants (other) credentials.
+    /// The proxy wants (other) credentials: 407, or 401 (which tinyproxy answers; before
+    /// the tunnel opens only the proxy can be speaking).
     pub fn is_auth(&self) -> bool {
-        matches!(self, ConnectError::Status { status, .. } if *status == StatusCode::PROXY_AUTHENTICATION_REQUIRED)
+        matches!(self, ConnectError::Status { status, .. } if is_auth_status(*status))
     }
 }
 
@@ -39,7 +40,7 @@ impl fmt::Display for ConnectError {
                 sent_credentials,
             } => {
                 write!(f, "the HTTP proxy answered CONNECT with {status}")?;
-                if *status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+                if is_auth_status(*status) {
                     f.write_str(if *sent_credentials {
                         ": it refused the credentials"
                     } else {
@@ -60,6 +61,10 @@ impl fmt::Display for ConnectError {
 }
 
 impl std::error::Error for ConnectError {}
+
+fn is_auth_status(status: StatusCode) -> bool {
+    status == StatusCode::PROXY_AUTHENTICATION_REQUIRED || status == StatusCode::UNAUTHORIZED
+}
 
 /// End of a response head.
 const HEAD_END: &[u8] = b"\r\n\r\n";
@@ -212,6 +217,7 @@ mod tests {
                 false,
             ),
             (b"HTTP/1.1 403 Forbidden\r\n\r\n", 403, true),
+            (b"HTTP/1.0 401 Unauthorized\r\n\r\n", 401, true),
         ] {
             let mut m = machine(auth.then_some("Basic YTpi"));
             let e = feed(&mut m, reply).unwrap_err();
@@ -222,7 +228,7 @@ mod tests {
                     sent_credentials: auth
                 }
             );
-            assert_eq!(e.is_auth(), status == 407);
+            assert_eq!(e.is_auth(), status == 407 || status == 401);
         }
         let e = ConnectError::Status {
             status: StatusCode::PROXY_AUTHENTICATION_REQUIRED,
