@@ -26,8 +26,13 @@
 //! - Names are resolved on a short-lived OS thread (`fibr::net::lookup_host`), never on
 //!   an event loop or a worker.
 //! - [`Connector`]s make connections: [`HttpConnector`] (`http` over TCP and `http+unix`,
-//!   see [`unix_uri`]), [`UnixConnector`], or your own (TLS, proxies). A connection that
-//!   reports ALPN `h2` ([`Connected::negotiated_h2`]) speaks HTTP/2.
+//!   see [`unix_uri`]), [`UnixConnector`], or your own. A connection that reports ALPN
+//!   `h2` ([`Connected::negotiated_h2`]) speaks HTTP/2.
+//! - Proxies ([`Builder::proxy`], [`Proxy`]): `http://` (a `CONNECT` tunnel for
+//!   `https://` targets, absolute-form forwarding for `http://` ones), `socks5://`,
+//!   `socks5h://`, `socks4://`, `socks4a://`, with credentials from the URL; `NO_PROXY`
+//!   lists; the environment's `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`/`NO_PROXY` only with
+//!   [`Builder::proxy_from_env`]. Raw streams through SOCKS: `fibr::net::socks`.
 //! - HTTP/2 (`client::h2` driving the sans-IO `http::h2::client`): over TLS when ALPN
 //!   picks `h2` (offered with `http/1.1` unless [`Builder::http1_only`]), and h2c with
 //!   [`Builder::http2_prior_knowledge`]. One connection per (scheme, authority) carries
