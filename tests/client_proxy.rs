@@ -3,8 +3,9 @@
 //! `tinyproxy` (HTTP forwarding and CONNECT, Basic auth), plus fibr's own
 //! `fibr::proxy::Server` for SOCKS4, SOCKS4a, names the proxy resolves, and its rules.
 //! Targets are small std servers (plain and TLS with an rcgen certificate) that answer
-//! with what they received. The environment's proxies are read in child processes (the
-//! environment is process-wide). With CI=true a missing microsocks or tinyproxy fails.
+//! with what they received (one of them also stands in for a forwarding proxy, to show
+//! the absolute form on the wire). The environment's proxies are read in child processes
+//! (the environment is process-wide). With CI=true a missing microsocks or tinyproxy fails.
 //!
 //! Every test body runs under a watchdog: a proxy that hangs fails the test.
 
@@ -416,6 +417,38 @@ fn http_proxy_forwards_http_and_tunnels_https_through_tinyproxy() {
         (c, format!("https://localhost:{}/s", ts.port())),
         (tunneled, format!("http://127.0.0.1:{}/t", t.port())),
     ]);
+}
+
+/// What a forwarding proxy gets on the wire, seen by a target standing in for one: the
+/// absolute form, the credentials, HTTP/1.1 even with prior knowledge of HTTP/2.
+#[test]
+fn forwarded_requests_are_written_in_absolute_form() {
+    let stand_in = http_target();
+    let proxy = Proxy::http(&format!("http://alice:s3cret@{stand_in}")).unwrap();
+    let mut b = Client::builder();
+    b.proxy(proxy).http2_prior_knowledge();
+    let c = b.build();
+    run(async move {
+        let res = step("get", c.get("http://example.test:8080/p?q=1"))
+            .await
+            .unwrap();
+        let got = text(res).await;
+        assert_eq!(
+            got,
+            "GET http://example.test:8080/p?q=1 HTTP/1.1\nvia=-\nauth=Basic YWxpY2U6czNjcmV0\n"
+        );
+        // A request's own Proxy-Authorization is kept.
+        let req = http::Request::get("http://example.test/")
+            .header("proxy-authorization", "Bearer mine")
+            .body(String::new())
+            .unwrap();
+        let got = text(step("get", c.request(req)).await.unwrap()).await;
+        assert!(
+            got.starts_with("GET http://example.test/ HTTP/1.1\n"),
+            "{got}"
+        );
+        assert!(got.ends_with("auth=Bearer mine\n"), "{got}");
+    });
 }
 
 #[test]
