@@ -408,6 +408,26 @@ impl Proxy {
                 .is_some_and(|no| no.matches(dst.host().unwrap_or("")))
     }
 
+    /// A tunnel through this proxy to `host:port`.
+    pub(crate) async fn open_tunnel(
+        &self,
+        host: &str,
+        port: u16,
+        limits: ResponseLimits,
+    ) -> Result<TcpStream, Error> {
+        self.endpoint()?.tunnel(host, port, limits).await
+    }
+
+    /// A connection to this (HTTP) proxy, for requests in absolute form.
+    pub(crate) async fn open_forwarding(&self) -> Result<TcpStream, Error> {
+        self.endpoint()?.connect().await
+    }
+
+    /// The `Proxy-Authorization` forwarded requests carry.
+    pub(crate) fn authorization(&self) -> Option<HeaderValue> {
+        self.endpoint.as_ref().ok()?.authorization.clone()
+    }
+
     /// Whether `http://` requests through this proxy are forwarded in absolute form (an
     /// HTTP proxy without [`Proxy::http_tunnel`]), rather than tunneled.
     fn forwards(&self) -> bool {
@@ -448,28 +468,6 @@ pub(crate) fn route<'a>(proxies: &'a [Proxy], dst: &Uri, tunnel: bool) -> Route<
         None => Route::Direct,
         Some(p) if !tunnel && p.forwards() => Route::Forward(p),
         Some(p) => Route::Tunnel(p),
-    }
-}
-
-impl Proxy {
-    /// A tunnel through this proxy to `host:port`.
-    pub(crate) async fn open_tunnel(
-        &self,
-        host: &str,
-        port: u16,
-        limits: ResponseLimits,
-    ) -> Result<TcpStream, Error> {
-        self.endpoint()?.tunnel(host, port, limits).await
-    }
-
-    /// A connection to this (HTTP) proxy, for requests in absolute form.
-    pub(crate) async fn open_forwarding(&self) -> Result<TcpStream, Error> {
-        self.endpoint()?.connect().await
-    }
-
-    /// The `Proxy-Authorization` forwarded requests carry.
-    pub(crate) fn authorization(&self) -> Option<HeaderValue> {
-        self.endpoint.as_ref().ok()?.authorization.clone()
     }
 }
 
