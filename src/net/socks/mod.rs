@@ -258,8 +258,22 @@ mod tests {
 
     #[test]
     fn every_reply_code_has_its_own_words_and_kind() {
-        let kinds: Vec<_> = (1..=8).map(|c| SocksError::Reply(c).io_kind()).collect();
-        assert_eq!(kinds[4], io::ErrorKind::ConnectionRefused);
+        use io::ErrorKind::*;
+        let kinds: Vec<_> = (1..=9).map(|c| SocksError::Reply(c).io_kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                Other,
+                PermissionDenied,
+                NetworkUnreachable,
+                HostUnreachable,
+                ConnectionRefused,
+                TimedOut,
+                Unsupported,
+                Unsupported,
+                Other
+            ]
+        );
         let texts: std::collections::HashSet<_> = (1..=9).map(reply_text).collect();
         assert_eq!(texts.len(), 9, "each code is told apart");
         let refused = io::Error::from(SocksError::Reply(5));
