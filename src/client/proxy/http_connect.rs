@@ -257,6 +257,34 @@ mod tests {
         assert_eq!(m.receive(b"\nSSH-", &mut out), Err(ConnectError::Unasked));
     }
 
+    proptest::proptest! {
+        /// Any bytes, and valid responses cut anywhere: no panic, and reads of any size
+        /// (within `want`) end the same way.
+        #[test]
+        fn any_reply_any_split(
+            garbage in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96),
+            cut in 0usize..60,
+            split in 1usize..6,
+        ) {
+            let valid = b"HTTP/1.1 200 OK\r\nX: y\r\n\r\n";
+            let cut_valid = &valid[..cut.min(valid.len())];
+            for reply in [&garbage[..], cut_valid] {
+                let outcome = |split: usize| {
+                    let mut m = machine(None);
+                    let mut at = 0;
+                    loop {
+                        let n = m.want().min(split).min(reply.len() - at);
+                        match m.receive(&reply[at..at + n], &mut Vec::new()) {
+                            Ok(false) => at += n,
+                            done => return done,
+                        }
+                    }
+                };
+                proptest::prop_assert_eq!(outcome(usize::MAX), outcome(split));
+            }
+        }
+    }
+
     #[test]
     fn the_head_limit_holds_at_its_edge() {
         let reply = b"HTTP/1.1 200 OK\r\nX: yy\r\n\r\n";

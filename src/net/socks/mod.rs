@@ -239,6 +239,57 @@ fn check_name(name: &str) -> Result<(), SocksError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::handshake::Handshake;
+    use proptest::prelude::*;
+
+    /// Feeds `replies` as the driver would (at most `want` bytes a time, `split` bounding
+    /// each read): the outcome, and the bytes taken.
+    fn drive_bytes<H: Handshake<Error = SocksError>>(
+        mut m: H,
+        replies: &[u8],
+        split: usize,
+    ) -> (Result<bool, SocksError>, usize) {
+        let mut out = Vec::new();
+        m.start(&mut out);
+        let mut at = 0;
+        loop {
+            let want = m.want();
+            assert!(want >= 1, "a handshake in progress wants a byte");
+            let n = want.min(split).min(replies.len() - at);
+            let r = m.receive(&replies[at..at + n], &mut out);
+            at += n;
+            if !matches!(r, Ok(false)) {
+                return (r, at);
+            }
+        }
+    }
+
+    proptest! {
+        /// Whatever a proxy sends: no panic, the same outcome however it is split (a
+        /// failure may be seen sooner with smaller reads), and a handshake that opens has
+        /// taken nothing past its last reply.
+        #[test]
+        fn any_reply_bytes_any_split(
+            replies in proptest::collection::vec(any::<u8>(), 0..64),
+            split in 1usize..8,
+            password in any::<bool>(),
+        ) {
+            let t = Target::Name("h.test".into(), 80);
+            let auth = password.then_some(("u", "p"));
+            let whole = drive_bytes(Socks5::new(&t, auth).unwrap(), &replies, usize::MAX);
+            let split5 = drive_bytes(Socks5::new(&t, auth).unwrap(), &replies, split);
+            prop_assert_eq!(&whole.0, &split5.0);
+            if whole.0 == Ok(true) {
+                prop_assert_eq!(whole.1, split5.1);
+            }
+            let whole = drive_bytes(Socks4::new(&t, "").unwrap(), &replies, usize::MAX);
+            let split4 = drive_bytes(Socks4::new(&t, "").unwrap(), &replies, split);
+            prop_assert_eq!(&whole.0, &split4.0);
+            if whole.0 == Ok(true) {
+                prop_assert_eq!((whole.1, split4.1), (8, 8));
+            }
+        }
+    }
 
     #[test]
     fn targets_from_host_and_port() {
