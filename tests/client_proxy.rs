@@ -645,6 +645,39 @@ fn refused_targets_and_proxies_are_errors() {
     });
 }
 
+#[test]
+fn a_proxy_that_never_answers_times_out() {
+    // Accepts, reads, answers nothing (the connections are kept open).
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = l.local_addr().unwrap();
+    serve(l, |mut s| {
+        let mut buf = [0u8; 1024];
+        while let Ok(1..) = s.read(&mut buf) {}
+    });
+    let pki = Pki::new();
+    let within = Duration::from_millis(300);
+    let clients: Vec<_> = ["socks5h", "socks4a", "http"]
+        .iter()
+        .map(|scheme| {
+            let p = Proxy::all(&format!("{scheme}://{silent}")).unwrap();
+            client(&pki, &[p.handshake_timeout(within)])
+        })
+        .collect();
+    run(async move {
+        for c in &clients {
+            let started = Instant::now();
+            let e = failed(c, "https://localhost:1/").await;
+            assert_eq!(e.kind(), ErrorKind::ConnectTimeout, "{e}");
+            assert!(e.is_timeout() && e.is_connect());
+            assert!(
+                e.to_string().contains("did not finish its handshake"),
+                "{e}"
+            );
+            assert!(started.elapsed() >= within);
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // fibr::net::socks: the raw dialer
 // ---------------------------------------------------------------------------------------

@@ -13,7 +13,8 @@
 //! `http_connect.rs`; `fibr::net`'s handshake driver runs them. The proxy's answer is a
 //! typed error with a kind of its own: [`ErrorKind::ProxyAuth`] for credentials wanted or
 //! refused, [`ErrorKind::ConnectRefused`] for a target the SOCKS proxy found refusing,
-//! [`ErrorKind::Proxy`] for every other refusal or garbage.
+//! [`ErrorKind::Proxy`] for every other refusal or garbage, and
+//! [`ErrorKind::ConnectTimeout`] past [`Proxy::handshake_timeout`].
 
 mod env;
 mod http_connect;
@@ -32,6 +33,7 @@ use no_proxy::NoProxy;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A proxy and the requests it takes: see [`Builder::proxy`](super::Builder::proxy).
 ///
@@ -51,7 +53,11 @@ pub struct Proxy {
     schemes: Schemes,
     no_proxy: Option<NoProxy>,
     http_tunnel: bool,
+    handshake_timeout: Duration,
 }
+
+/// How long a proxy's handshake may take by default, once connected to it.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Which targets a proxy takes, by their scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,6 +210,7 @@ impl Endpoint {
         host: &str,
         port: u16,
         limits: ResponseLimits,
+        within: Duration,
     ) -> Result<TcpStream, Error> {
         let auth = self
             .credentials
@@ -213,7 +220,7 @@ impl Endpoint {
             Kind::Http => {
                 let authority = format!("{host}:{port}");
                 let m = HttpConnect::new(&authority, self.authorization.as_ref(), limits);
-                self.handshake(m, |e: &ConnectError| {
+                self.handshake(m, within, |e: &ConnectError| {
                     if e.is_auth() {
                         ErrorKind::ProxyAuth
                     } else {
@@ -225,13 +232,13 @@ impl Endpoint {
             Kind::Socks5 | Kind::Socks5h => {
                 let target = self.target(host, port).await?;
                 let m = Socks5::new(&target, auth).map_err(socks_error)?;
-                self.handshake(m, socks_kind).await
+                self.handshake(m, within, socks_kind).await
             }
             Kind::Socks4 | Kind::Socks4a => {
                 let target = self.target(host, port).await?;
                 let user_id = auth.map_or("", |(u, _)| u);
                 let m = Socks4::new(&target, user_id).map_err(socks_error)?;
-                self.handshake(m, socks_kind).await
+                self.handshake(m, within, socks_kind).await
             }
         }
     }
@@ -257,10 +264,12 @@ impl Endpoint {
         })
     }
 
-    /// Connects to the proxy and runs `machine`; its errors are classed by `kind_of`.
+    /// Connects to the proxy and runs `machine` for at most `within`; its errors are
+    /// classed by `kind_of`.
     async fn handshake<H>(
         &self,
         machine: H,
+        within: Duration,
         kind_of: fn(&H::Error) -> ErrorKind,
     ) -> Result<TcpStream, Error>
     where
@@ -268,7 +277,13 @@ impl Endpoint {
         H::Error: std::error::Error + Send + Sync + 'static,
     {
         let stream = self.connect().await?;
-        match drive(&stream, machine).await {
+        let Ok(done) = crate::time::timeout(within, drive(&stream, machine)).await else {
+            return Err(Error::new(
+                ErrorKind::ConnectTimeout,
+                format!("the proxy {self} did not finish its handshake within {within:?}"),
+            ));
+        };
+        match done {
             Ok(()) => Ok(stream),
             Err(Failed::Proxy(e)) => Err(Error::new(kind_of(&e), e)),
             Err(Failed::Io(e)) => Err(Error::new(
@@ -308,6 +323,7 @@ impl Proxy {
             schemes,
             no_proxy: None,
             http_tunnel: false,
+            handshake_timeout: HANDSHAKE_TIMEOUT,
         })
     }
 
@@ -372,6 +388,17 @@ impl Proxy {
         self
     }
 
+    /// How long the proxy may take to answer its handshake (SOCKS replies, the `CONNECT`
+    /// response), from the moment the connection to it is made (default 30 s); past it
+    /// the request fails with [`ErrorKind::ConnectTimeout`], so a proxy that accepts and
+    /// never answers does not hang it. The client's connect timeout, when set, covers the
+    /// whole of it too.
+    #[must_use]
+    pub fn handshake_timeout(mut self, within: Duration) -> Proxy {
+        self.handshake_timeout = within;
+        self
+    }
+
     /// A proxy from the environment that cannot be used: it fails what it would take.
     fn unusable(schemes: Schemes, why: String) -> Proxy {
         Proxy {
@@ -379,6 +406,7 @@ impl Proxy {
             schemes,
             no_proxy: None,
             http_tunnel: false,
+            handshake_timeout: HANDSHAKE_TIMEOUT,
         }
     }
 
@@ -415,7 +443,9 @@ impl Proxy {
         port: u16,
         limits: ResponseLimits,
     ) -> Result<TcpStream, Error> {
-        self.endpoint()?.tunnel(host, port, limits).await
+        self.endpoint()?
+            .tunnel(host, port, limits, self.handshake_timeout)
+            .await
     }
 
     /// A connection to this (HTTP) proxy, for requests in absolute form.
@@ -448,6 +478,7 @@ impl fmt::Debug for Proxy {
         d.field("schemes", &self.schemes)
             .field("no_proxy", &self.no_proxy.is_some())
             .field("http_tunnel", &self.http_tunnel)
+            .field("handshake_timeout", &self.handshake_timeout)
             .finish()
     }
 }
