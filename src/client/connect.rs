@@ -68,13 +68,7 @@ pub trait Connector: Send + Sync + 'static {
     /// (443 by default for `https`).
     fn connect_tunnel(&self, dst: &Uri) -> impl Future<Output = Result<Self::Io, Error>> + Send {
         async move {
-            let port =
-                dst.port_u16()
-                    .unwrap_or(if dst.scheme() == Some(&http::uri::Scheme::HTTPS) {
-                        443
-                    } else {
-                        80
-                    });
+            let port = dst.port_u16().unwrap_or(default_port(dst));
             let host = dst
                 .host()
                 .ok_or_else(|| Error::new(ErrorKind::InvalidUri, "the URI has no host"))?;
@@ -184,12 +178,7 @@ impl Connector for HttpConnector {
     }
 
     async fn connect_tunnel(&self, dst: &Uri) -> Result<Stream, Error> {
-        let default_port = if dst.scheme() == Some(&http::uri::Scheme::HTTPS) {
-            443
-        } else {
-            80
-        };
-        self.open(dst, default_port, route(&self.proxies, dst, true))
+        self.open(dst, default_port(dst), route(&self.proxies, dst, true))
             .await
     }
 
@@ -198,6 +187,15 @@ impl Connector for HttpConnector {
             Route::Forward(proxy) => Some(Forwarding::new(proxy.authorization())),
             Route::Direct | Route::Tunnel(_) => None,
         }
+    }
+}
+
+/// The port of `dst`'s scheme: 443 for `https`, else 80.
+fn default_port(dst: &Uri) -> u16 {
+    if dst.scheme() == Some(&http::uri::Scheme::HTTPS) {
+        443
+    } else {
+        80
     }
 }
 
