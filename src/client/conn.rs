@@ -17,6 +17,7 @@ use super::upload::{Upload, UploadFailure};
 use crate::http::h1::client::{BodyFraming, ResponseHead, ResponseLimits};
 use crate::http::h1::client_conn::{ClientConn, HeadError};
 use bytes::{Buf, Bytes, BytesMut};
+use http::header::{HeaderValue, PROXY_AUTHORIZATION};
 use http::Request;
 use std::future::poll_fn;
 use std::io;
@@ -60,11 +61,21 @@ pub(crate) struct Http1Conn<Io> {
     upload: Option<Upload>,
     upload_failed: Option<UploadFailure>,
     h1: ClientConn,
+    /// Set when the stream leads to a forwarding HTTP proxy.
+    proxy: Option<ProxyForm>,
+}
+
+/// Requests to a forwarding HTTP proxy: the absolute form's `scheme://authority` and the
+/// `Proxy-Authorization` they carry.
+pub(crate) struct ProxyForm {
+    pub origin: String,
+    pub authorization: Option<HeaderValue>,
 }
 
 impl<Io: Connection> Http1Conn<Io> {
-    pub fn new(io: Io, opts: H1Options) -> Http1Conn<Io> {
+    pub fn new(io: Io, opts: H1Options, proxy: Option<ProxyForm>) -> Http1Conn<Io> {
         Http1Conn {
+            proxy,
             io,
             rbuf: BytesMut::new(),
             wbuf: Vec::new(),
@@ -112,7 +123,16 @@ impl<Io: Connection> Http1Conn<Io> {
         framing: BodyFraming,
         max_body: Option<u64>,
     ) -> Result<Answer, Failure> {
-        let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        // A forwarding proxy takes the target's absolute form, and its credentials.
+        if let Some(auth) = self.proxy.as_ref().and_then(|p| p.authorization.clone()) {
+            req.headers_mut().entry(PROXY_AUTHORIZATION).or_insert(auth);
+        }
+        let absolute;
+        let mut target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        if let Some(proxy) = &self.proxy {
+            absolute = format!("{}{target}", proxy.origin);
+            target = &absolute;
+        }
         let mut out = std::mem::take(&mut self.wbuf);
         out.clear();
         self.h1.start(

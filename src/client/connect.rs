@@ -1,11 +1,13 @@
 //! Connectors: how the client gets a byte stream to a URI's server. [`HttpConnector`]
 //! speaks `http` (TCP) and `http+unix` (a Unix socket named in the URI, see
-//! [`unix_uri`]); [`UnixConnector`] sends every request to one Unix socket. TLS and
-//! proxies are further connectors.
+//! [`unix_uri`]), directly or through proxies; [`UnixConnector`] sends every request to
+//! one Unix socket. TLS is a further connector.
 
 use super::error::{Error, ErrorKind};
+use super::proxy::{route, Proxy, Route};
+use crate::http::h1::client::ResponseLimits;
 use crate::net::{TcpStream, UnixStream};
-use http::Uri;
+use http::{HeaderValue, Uri};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -58,15 +60,96 @@ pub trait Connector: Send + Sync + 'static {
     type Io: Connection;
     /// Connects to the server `dst` names.
     fn connect(&self, dst: &Uri) -> impl Future<Output = Result<Self::Io, Error>> + Send;
+
+    /// A raw byte stream to `dst`'s host and port for another protocol to run over (TLS:
+    /// [`HttpsConnector`](super::HttpsConnector) asks this for `https` URIs): through an
+    /// HTTP proxy, a `CONNECT` tunnel, never a connection that forwards requests. By
+    /// default, [`connect`](Connector::connect) to `http://` the same host and port
+    /// (443 by default for `https`).
+    fn connect_tunnel(&self, dst: &Uri) -> impl Future<Output = Result<Self::Io, Error>> + Send {
+        async move {
+            let port = dst.port_u16().unwrap_or(default_port(dst));
+            let host = dst
+                .host()
+                .ok_or_else(|| Error::new(ErrorKind::InvalidUri, "the URI has no host"))?;
+            let plain: Uri = format!("http://{host}:{port}/")
+                .parse()
+                .map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
+            self.connect(&plain).await
+        }
+    }
+
+    /// `Some` when the streams `connect(dst)` makes lead to an HTTP proxy that forwards
+    /// requests: the client then writes them in absolute form (`GET http://host/path`)
+    /// with the [`Forwarding`]'s `Proxy-Authorization`, and speaks HTTP/1.1 to it.
+    /// Default `None`; a connector wrapping another one passes this on.
+    fn forwarding(&self, dst: &Uri) -> Option<Forwarding> {
+        let _ = dst;
+        None
+    }
 }
 
-/// `http` over TCP (names resolved off the event loops) and `http+unix`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HttpConnector;
+/// How requests go to a forwarding HTTP proxy (see [`Connector::forwarding`]).
+#[derive(Clone, Debug, Default)]
+pub struct Forwarding {
+    authorization: Option<HeaderValue>,
+}
+
+impl Forwarding {
+    /// Requests carry `authorization` as their `Proxy-Authorization` (unless they have
+    /// one).
+    pub fn new(authorization: Option<HeaderValue>) -> Forwarding {
+        Forwarding { authorization }
+    }
+
+    /// The `Proxy-Authorization` requests carry.
+    pub fn authorization(&self) -> Option<&HeaderValue> {
+        self.authorization.as_ref()
+    }
+}
+
+/// `http` over TCP (names resolved off the event loops) and `http+unix`, directly or
+/// through [`Proxy`]s ([`with_proxies`](HttpConnector::with_proxies)).
+#[derive(Clone, Debug, Default)]
+pub struct HttpConnector {
+    proxies: Arc<[Proxy]>,
+    /// Bounds on an HTTP proxy's answer to `CONNECT`.
+    connect_limits: ResponseLimits,
+}
 
 impl HttpConnector {
     pub fn new() -> HttpConnector {
-        HttpConnector
+        HttpConnector::default()
+    }
+
+    /// Connects through the first of `proxies` that takes a URI (by its scheme and
+    /// the proxy's no-proxy list), and directly when none does. `http+unix` is never
+    /// proxied.
+    #[must_use]
+    pub fn with_proxies(mut self, proxies: impl IntoIterator<Item = Proxy>) -> HttpConnector {
+        self.proxies = proxies.into_iter().collect();
+        self
+    }
+
+    /// Bounds an HTTP proxy's `CONNECT` answer as the client's response heads are.
+    pub(crate) fn with_connect_limits(mut self, limits: ResponseLimits) -> HttpConnector {
+        self.connect_limits = limits;
+        self
+    }
+
+    /// A stream to `dst`'s host and port (`default_port` when it names none), along
+    /// `route`.
+    async fn open(&self, dst: &Uri, default_port: u16, route: Route<'_>) -> Result<Stream, Error> {
+        let host = dst
+            .host()
+            .ok_or_else(|| Error::new(ErrorKind::InvalidUri, "the URI has no host"))?;
+        let port = dst.port_u16().unwrap_or(default_port);
+        let tcp = match route {
+            Route::Direct => dial(host, port).await?,
+            Route::Tunnel(proxy) => proxy.open_tunnel(host, port, self.connect_limits).await?,
+            Route::Forward(proxy) => proxy.open_forwarding().await?,
+        };
+        Ok(Stream::Tcp(tcp))
     }
 }
 
@@ -91,22 +174,43 @@ impl Connector for HttpConnector {
                 ),
             ));
         }
-        let host = dst
-            .host()
-            .ok_or_else(|| Error::new(ErrorKind::InvalidUri, "the URI has no host"))?;
-        let port = dst.port_u16().unwrap_or(80);
-        let addrs = resolve(host, port).await?;
-        let mut last = None;
-        for a in addrs {
-            match TcpStream::connect(a).await {
-                Ok(s) => return Ok(Stream::Tcp(s)),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(Error::from_connect_io(last.unwrap_or_else(|| {
-            io::Error::new(io::ErrorKind::NotFound, "no address")
-        })))
+        self.open(dst, 80, route(&self.proxies, dst, false)).await
     }
+
+    async fn connect_tunnel(&self, dst: &Uri) -> Result<Stream, Error> {
+        self.open(dst, default_port(dst), route(&self.proxies, dst, true))
+            .await
+    }
+
+    fn forwarding(&self, dst: &Uri) -> Option<Forwarding> {
+        match route(&self.proxies, dst, false) {
+            Route::Forward(proxy) => Some(Forwarding::new(proxy.authorization())),
+            Route::Direct | Route::Tunnel(_) => None,
+        }
+    }
+}
+
+/// The port of `dst`'s scheme: 443 for `https`, else 80.
+fn default_port(dst: &Uri) -> u16 {
+    if dst.scheme() == Some(&http::uri::Scheme::HTTPS) {
+        443
+    } else {
+        80
+    }
+}
+
+/// A direct TCP connection to `host:port`, trying each address in turn.
+async fn dial(host: &str, port: u16) -> Result<TcpStream, Error> {
+    let mut last = None;
+    for a in resolve(host, port).await? {
+        match TcpStream::connect(a).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Error::from_connect_io(last.unwrap_or_else(|| {
+        io::Error::new(io::ErrorKind::NotFound, "no address")
+    })))
 }
 
 /// Every request goes to the Unix socket at one path, whatever its URI names.

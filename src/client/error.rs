@@ -21,6 +21,12 @@ pub enum ErrorKind {
     Connect,
     /// Connecting (resolution included) took longer than the connect timeout.
     ConnectTimeout,
+    /// The proxy refused the tunnel (an HTTP status, a SOCKS reply), failed during its
+    /// handshake, or answered with something that is not its protocol.
+    Proxy,
+    /// The proxy wants credentials, or refused the ones given (HTTP 407 or 401 to `CONNECT`, a SOCKS5
+    /// username/password failure or no acceptable method).
+    ProxyAuth,
     /// No response head within the request timeout.
     Timeout,
     /// The connection closed (or was reset) before a complete response head arrived.
@@ -45,6 +51,8 @@ impl ErrorKind {
             ErrorKind::ConnectRefused => "connection refused",
             ErrorKind::Connect => "connect failed",
             ErrorKind::ConnectTimeout => "connect timed out",
+            ErrorKind::Proxy => "the proxy failed the connection",
+            ErrorKind::ProxyAuth => "proxy authentication failed",
             ErrorKind::Timeout => "request timed out",
             ErrorKind::ClosedBeforeResponse => "connection closed before the response",
             ErrorKind::IncompleteBody => "connection closed before the response body was complete",
@@ -81,7 +89,8 @@ impl Error {
         matches!(self.kind, ErrorKind::Timeout | ErrorKind::ConnectTimeout)
     }
 
-    /// No connection could be made (DNS, refused, connect timeout, other connect errors).
+    /// No connection could be made (DNS, refused, connect timeout, a proxy's refusal,
+    /// other connect errors).
     pub fn is_connect(&self) -> bool {
         matches!(
             self.kind,
@@ -89,6 +98,8 @@ impl Error {
                 | ErrorKind::ConnectRefused
                 | ErrorKind::Connect
                 | ErrorKind::ConnectTimeout
+                | ErrorKind::Proxy
+                | ErrorKind::ProxyAuth
         )
     }
 
@@ -107,12 +118,16 @@ impl Error {
 
     /// An I/O error while connecting: refused, or another connect failure.
     pub fn from_connect_io(e: io::Error) -> Error {
-        let kind = match e.kind() {
+        Error::new(Error::connect_io_kind(&e), e)
+    }
+
+    /// The kind of an I/O error while connecting.
+    pub(crate) fn connect_io_kind(e: &io::Error) -> ErrorKind {
+        match e.kind() {
             io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
             io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
             _ => ErrorKind::Connect,
-        };
-        Error::new(kind, e)
+        }
     }
 
     /// An I/O error while sending a request or reading its response head: the peer went

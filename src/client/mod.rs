@@ -26,8 +26,13 @@
 //! - Names are resolved on a short-lived OS thread (`fibr::net::lookup_host`), never on
 //!   an event loop or a worker.
 //! - [`Connector`]s make connections: [`HttpConnector`] (`http` over TCP and `http+unix`,
-//!   see [`unix_uri`]), [`UnixConnector`], or your own (TLS, proxies). A connection that
-//!   reports ALPN `h2` ([`Connected::negotiated_h2`]) speaks HTTP/2.
+//!   see [`unix_uri`]), [`UnixConnector`], or your own. A connection that reports ALPN
+//!   `h2` ([`Connected::negotiated_h2`]) speaks HTTP/2.
+//! - Proxies ([`Builder::proxy`], [`Proxy`]): `http://` (a `CONNECT` tunnel for
+//!   `https://` targets, absolute-form forwarding for `http://` ones), `socks5://`,
+//!   `socks5h://`, `socks4://`, `socks4a://`, with credentials from the URL; `NO_PROXY`
+//!   lists; the environment's `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`/`NO_PROXY` only with
+//!   [`Builder::proxy_from_env`]. Raw streams through SOCKS: `fibr::net::socks`.
 //! - HTTP/2 (`client::h2` driving the sans-IO `http::h2::client`): over TLS when ALPN
 //!   picks `h2` (offered with `http/1.1` unless [`Builder::http1_only`]), and h2c with
 //!   [`Builder::http2_prior_knowledge`]. One connection per (scheme, authority) carries
@@ -56,22 +61,25 @@ mod duplex;
 mod error;
 mod h2;
 mod pool;
+mod proxy;
 #[cfg(feature = "tls")]
 mod tls;
 mod upload;
 
 pub use body::ResponseBody;
 pub use connect::{
-    unix_uri, Connected, Connection, Connector, HttpConnector, Stream, UnixConnector, UNIX_SCHEME,
+    unix_uri, Connected, Connection, Connector, Forwarding, HttpConnector, Stream, UnixConnector,
+    UNIX_SCHEME,
 };
 pub use error::{BoxError, Error, ErrorKind};
+pub use proxy::Proxy;
 #[cfg(feature = "tls")]
 pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 
 use crate::http::h1::client::BodyFraming;
 use crate::http::h2::client::ClientConfig as H2Config;
 use body::{ReqBody, Wire};
-use conn::{Answer, Failure, H1Options, Http1Conn};
+use conn::{Answer, Failure, H1Options, Http1Conn, ProxyForm};
 use h2::H2Conn;
 use http::header::{HeaderValue, HOST};
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -125,6 +133,8 @@ pub struct Builder {
     h2: H2Config,
     h2_prior_knowledge: bool,
     http1_only: bool,
+    proxies: Vec<Proxy>,
+    proxy_from_env: bool,
     #[cfg(feature = "tls")]
     tls: Option<Arc<crate::tls::rustls::ClientConfig>>,
 }
@@ -141,6 +151,8 @@ impl Default for Builder {
             h1: H1Options::default(),
             h2: H2Config::default(),
             h2_prior_knowledge: false,
+            proxies: Vec::new(),
+            proxy_from_env: false,
             http1_only: false,
             #[cfg(feature = "tls")]
             tls: None,
@@ -316,6 +328,39 @@ impl Builder {
         self
     }
 
+    /// Sends the requests `proxy` takes through it (see [`Proxy`]); proxies are tried in
+    /// the order given, the first that takes a request's URI wins, and a request none
+    /// takes goes direct. `https://` targets go through a tunnel (SOCKS or `CONNECT`)
+    /// with TLS inside; `http://` ones are forwarded to an HTTP proxy in absolute form
+    /// (over HTTP/1.1, even with [`Builder::http2_prior_knowledge`]). The connect timeout
+    /// covers the proxy's handshake.
+    pub fn proxy(&mut self, proxy: Proxy) -> &mut Self {
+        self.proxies.push(proxy);
+        self
+    }
+
+    /// Also uses the proxies the environment names (`http_proxy`, `https_proxy`,
+    /// `all_proxy`, `no_proxy` and their uppercase forms, as curl reads them: see
+    /// [`Proxy::from_env`]), after those given to [`Builder::proxy`]. They are read when
+    /// the client is built. Default false: the environment is not read.
+    pub fn proxy_from_env(&mut self, on: bool) -> &mut Self {
+        self.proxy_from_env = on;
+        self
+    }
+
+    /// The [`HttpConnector`] of [`build`](Builder::build) and
+    /// [`build_https`](Builder::build_https): with the proxies.
+    fn http_connector(&self) -> HttpConnector {
+        let from_env = if self.proxy_from_env {
+            Proxy::from_env()
+        } else {
+            Vec::new()
+        };
+        HttpConnector::new()
+            .with_proxies(self.proxies.iter().cloned().chain(from_env))
+            .with_connect_limits(self.h1.limits)
+    }
+
     /// The TLS config [`Builder::build_https`] uses (a private CA, a client certificate);
     /// default: the webpki roots. ALPN `h2` and `http/1.1` (or `http/1.1` alone, with
     /// [`Builder::http1_only`]) are filled in when it names no protocol.
@@ -332,19 +377,20 @@ impl Builder {
             .tls
             .clone()
             .unwrap_or_else(crate::tls::default_client_config);
-        let connector = if self.http1_only && config.alpn_protocols.is_empty() {
+        let config = if self.http1_only && config.alpn_protocols.is_empty() {
             let mut c = Arc::unwrap_or_clone(config);
             c.alpn_protocols = vec![b"http/1.1".to_vec()];
-            HttpsConnector::with_config(Arc::new(c))
+            Arc::new(c)
         } else {
-            HttpsConnector::with_config(config)
+            config
         };
+        let connector = HttpsConnector::wrap(self.http_connector(), config);
         self.build_with_connector(connector)
     }
 
-    /// A client with the [`HttpConnector`].
+    /// A client with the [`HttpConnector`] (and the proxies).
     pub fn build(&self) -> Client {
-        self.build_with_connector(HttpConnector)
+        self.build_with_connector(self.http_connector())
     }
 
     /// A client with `connector`.
@@ -504,7 +550,11 @@ impl<C: Connector> Client<C> {
         if let Some(h2) = pool.h2_get(key) {
             return Ok((Picked::H2(h2), !fresh_only));
         }
-        let prior = self.inner.h2_prior_knowledge && key.scheme != Scheme::HTTPS;
+        let dst = origin_uri(key)?;
+        // A forwarding proxy speaks HTTP/1.1, whatever is known of the target.
+        let forwarding = self.inner.connector.forwarding(&dst);
+        let prior =
+            self.inner.h2_prior_knowledge && key.scheme != Scheme::HTTPS && forwarding.is_none();
         if !prior && !fresh_only {
             if let Some(c) = poll_fn(|cx| Poll::Ready(pool.checkout(key, cx))).await {
                 return Ok((Picked::H1(c), true));
@@ -521,8 +571,8 @@ impl<C: Connector> Client<C> {
         } else {
             None
         };
-        let io = self.connect(key).await?;
-        if prior || io.connected().is_negotiated_h2() {
+        let io = self.connect(&dst).await?;
+        if prior || (forwarding.is_none() && io.connected().is_negotiated_h2()) {
             let h2 = H2Conn::start(io, &self.inner.h2, self.inner.idle_timeout);
             match guard {
                 Some(g) => g.fulfill(&h2),
@@ -530,19 +580,17 @@ impl<C: Connector> Client<C> {
             }
             return Ok((Picked::H2(h2), false));
         }
-        let conn = Pooled::new(Http1Conn::new(io, self.inner.h1), key.clone(), pool);
+        let proxy = forwarding.map(|f| ProxyForm {
+            origin: format!("{}://{}", key.scheme, without_userinfo(&key.authority)),
+            authorization: f.authorization().cloned(),
+        });
+        let conn = Pooled::new(Http1Conn::new(io, self.inner.h1, proxy), key.clone(), pool);
         Ok((Picked::H1(conn), false))
     }
 
-    /// Connects (with the connect timeout).
-    async fn connect(&self, key: &Key) -> Result<C::Io, Error> {
-        let dst = Uri::builder()
-            .scheme(key.scheme.clone())
-            .authority(key.authority.clone())
-            .path_and_query("/")
-            .build()
-            .map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
-        let connecting = self.inner.connector.connect(&dst);
+    /// Connects to `dst` (with the connect timeout).
+    async fn connect(&self, dst: &Uri) -> Result<C::Io, Error> {
+        let connecting = self.inner.connector.connect(dst);
         match self.inner.connect_timeout {
             None => connecting.await,
             Some(t) => match crate::time::timeout(t, connecting).await {
@@ -554,6 +602,22 @@ impl<C: Connector> Client<C> {
             },
         }
     }
+}
+
+/// The URI a connector is asked for: `scheme://authority/`.
+fn origin_uri(key: &Key) -> Result<Uri, Error> {
+    Uri::builder()
+        .scheme(key.scheme.clone())
+        .authority(key.authority.clone())
+        .path_and_query("/")
+        .build()
+        .map_err(|e| Error::new(ErrorKind::InvalidUri, e))
+}
+
+/// `host[:port]` of an authority (no `user@`).
+fn without_userinfo(authority: &Authority) -> &str {
+    let a = authority.as_str();
+    a.rsplit_once('@').map_or(a, |(_, host)| host)
 }
 
 /// The connection a request goes on.
@@ -621,9 +685,8 @@ fn prepare(req: Request<ReqBody>) -> Result<(Key, Request<ReqBody>), Error> {
         let host = if scheme.as_str().eq_ignore_ascii_case(UNIX_SCHEME) {
             HeaderValue::from_static("localhost")
         } else {
-            let h = authority.as_str();
-            let h = h.rsplit_once('@').map_or(h, |(_, host)| host);
-            HeaderValue::from_str(h).map_err(|e| Error::new(ErrorKind::InvalidUri, e))?
+            HeaderValue::from_str(without_userinfo(&authority))
+                .map_err(|e| Error::new(ErrorKind::InvalidUri, e))?
         };
         parts.headers.insert(HOST, host);
     }

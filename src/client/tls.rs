@@ -2,7 +2,7 @@
 //! streams it makes, with the sans-IO machine the server uses (`crate::tls::Session`, in
 //! the client role) and this module as its async driver.
 
-use super::connect::{Connected, Connection, Connector, HttpConnector};
+use super::connect::{Connected, Connection, Connector, Forwarding, HttpConnector};
 use super::error::{Error, ErrorKind};
 use crate::conn::{Delivered, Layer};
 use crate::tls::rustls;
@@ -41,7 +41,7 @@ impl HttpsConnector {
 
     /// TCP underneath, `config`'s roots and client certificate (a private CA, tests).
     pub fn with_config(config: Arc<ClientConfig>) -> HttpsConnector {
-        HttpsConnector::wrap(HttpConnector, config)
+        HttpsConnector::wrap(HttpConnector::new(), config)
     }
 }
 
@@ -52,8 +52,8 @@ impl Default for HttpsConnector {
 }
 
 impl<C> HttpsConnector<C> {
-    /// TLS over the streams `inner` makes (it is asked for `http://` to the same host and
-    /// port, 443 by default).
+    /// TLS over the streams `inner` makes (`https` URIs through its
+    /// [`Connector::connect_tunnel`]; other schemes are `inner`'s own).
     pub fn wrap(inner: C, config: Arc<ClientConfig>) -> HttpsConnector<C> {
         let config = if config.alpn_protocols.is_empty() {
             let mut c = Arc::unwrap_or_clone(config);
@@ -82,14 +82,7 @@ impl<C: Connector> Connector for HttpsConnector<C> {
         let host = dst
             .host()
             .ok_or_else(|| Error::new(ErrorKind::InvalidUri, "the URI has no host"))?;
-        let port = dst.port_u16().unwrap_or(443);
-        let plain: Uri = format!(
-            "http://{}:{port}/",
-            dst.authority().map_or(host, |a| a.host())
-        )
-        .parse()
-        .map_err(|e| Error::new(ErrorKind::InvalidUri, format!("{e}")))?;
-        let io = self.inner.connect(&plain).await?;
+        let io = self.inner.connect_tunnel(dst).await?;
         // An IPv6 literal is named without its brackets.
         let name = host.trim_start_matches('[').trim_end_matches(']');
         let name = ServerName::try_from(name.to_string()).map_err(|e| {
@@ -105,6 +98,13 @@ impl<C: Connector> Connector for HttpsConnector<C> {
             .await
             .map_err(Error::from_connect_io)?;
         Ok(MaybeHttps::Https(Box::new(tls)))
+    }
+
+    fn forwarding(&self, dst: &Uri) -> Option<Forwarding> {
+        if dst.scheme() == Some(&Scheme::HTTPS) {
+            return None;
+        }
+        self.inner.forwarding(dst)
     }
 }
 

@@ -1,12 +1,14 @@
 //! Async sockets on fibr's loops, shaped like tokio's: `TcpListener`, `TcpStream`,
-//! `UdpSocket`, `UnixListener`, `UnixStream`.
+//! `UdpSocket`, `UnixListener`, `UnixStream`; and [`socks`], dialing through a SOCKS proxy.
 
 #[cfg(any(feature = "hyper", feature = "tokio"))]
 mod compat;
 #[cfg(all(feature = "hyper", feature = "tokio"))]
 pub(crate) use compat::TokioIo;
+pub(crate) mod handshake;
 mod registration;
 mod resolve;
+pub mod socks;
 
 use crate::sys::socket;
 use registration::{Direction, Registration};
