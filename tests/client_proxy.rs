@@ -530,6 +530,9 @@ fn socks4_socks4a_socks5h_and_connect_through_fibr_proxy() {
         requests.push((c.clone(), format!("https://{host}:{}/a?b", ts.port())));
         requests.push((c, format!("http://{host}:{}/a?b", t.port())));
     }
+    // No tunnel: fibr's proxy forwards the http:// request in absolute form.
+    let forwarding = client(&pki, &[Proxy::http(&format!("http://{p}")).unwrap()]);
+    requests.push((forwarding, format!("http://localhost:{}/a?b", t.port())));
     let requests = through(requests);
     drop(engine);
     gone(requests);
