@@ -11,8 +11,8 @@
 
 use super::output::Output;
 use super::{
-    Conn, ConnInner, Handler, Io, ReadEnd, F_CLOSING, F_EOF, F_LAYER, F_LAYER_REPLAY, F_NEW_HANDLER,
-    F_READ_PENDING,
+    Conn, ConnInner, Handler, Io, ReadEnd, F_CLOSING, F_EOF, F_LAYER, F_LAYER_REPLAY,
+    F_NEW_HANDLER, F_READ_PENDING,
 };
 use crate::buf::PooledBuf;
 use crate::time::Sleep;

@@ -435,58 +435,59 @@ impl ConnInner {
         let end = match replayed {
             Some(end) => end,
             None => loop {
-            if self.reads_blocked() {
-                if !self.flag(F_EOF | F_CLOSING) {
-                    self.set(F_READ_PENDING);
-                }
-                break ReadEnd::Open;
-            }
-            let n = match socket::read(self.fd, &mut buf[filled..]) {
-                Ok(0) => {
-                    self.clear(F_READ_PENDING);
-                    self.set(F_EOF);
-                    // A partial record at EOF can never be completed.
-                    filled = 0;
-                    break ReadEnd::Eof;
-                }
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.clear(F_READ_PENDING);
+                if self.reads_blocked() {
+                    if !self.flag(F_EOF | F_CLOSING) {
+                        self.set(F_READ_PENDING);
+                    }
                     break ReadEnd::Open;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => break ReadEnd::Error(e),
-            };
-            self.clear(F_READ_PENDING);
-            let room = buf.len() - filled;
-            if layered {
-                filled += n;
-                if let Some(end) = self.read_through_layer(conn, handler, &mut buf, &mut filled) {
-                    break end;
+                let n = match socket::read(self.fd, &mut buf[filled..]) {
+                    Ok(0) => {
+                        self.clear(F_READ_PENDING);
+                        self.set(F_EOF);
+                        // A partial record at EOF can never be completed.
+                        filled = 0;
+                        break ReadEnd::Eof;
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.clear(F_READ_PENDING);
+                        break ReadEnd::Open;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => break ReadEnd::Error(e),
+                };
+                self.clear(F_READ_PENDING);
+                let room = buf.len() - filled;
+                if layered {
+                    filled += n;
+                    if let Some(end) = self.read_through_layer(conn, handler, &mut buf, &mut filled)
+                    {
+                        break end;
+                    }
+                } else {
+                    self.refresh(handler);
+                    if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
+                        return ReadEnd::Closed;
+                    }
+                    if self.flag(F_LAYER) {
+                        // The handler started a layer (a mux found TLS): the next round reads
+                        // through it.
+                        self.set(F_READ_PENDING);
+                        break ReadEnd::Open;
+                    }
                 }
-            } else {
-                self.refresh(handler);
-                if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
-                    return ReadEnd::Closed;
+                // A short read drained the socket, unless the peer's FIN waits behind the
+                // data: edge-triggered epoll will not report it again.
+                if n < room && !self.flag(F_PEER_FIN) {
+                    break ReadEnd::Open;
                 }
-                if self.flag(F_LAYER) {
-                    // The handler started a layer (a mux found TLS): the next round reads
-                    // through it.
+                if self.output_over_limit() {
+                    // Stop reading now; end_round pauses, or reads again if the flush made room.
                     self.set(F_READ_PENDING);
                     break ReadEnd::Open;
                 }
-            }
-            // A short read drained the socket, unless the peer's FIN waits behind the
-            // data: edge-triggered epoll will not report it again.
-            if n < room && !self.flag(F_PEER_FIN) {
-                break ReadEnd::Open;
-            }
-            if self.output_over_limit() {
-                // Stop reading now; end_round pauses, or reads again if the flush made room.
-                self.set(F_READ_PENDING);
-                break ReadEnd::Open;
-            }
-        },
+            },
         };
         if filled > 0 {
             self.keep_layer_input(&buf[..filled]);

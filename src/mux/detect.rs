@@ -41,8 +41,11 @@ enum Kind {
     Socks5,
     Socks4,
     Prefix(Box<[u8]>),
-    Custom(Arc<dyn Fn(&[u8]) -> Verdict + Send + Sync>),
+    Custom(Arc<CustomFn>),
 }
+
+/// A user's test (see [`Matcher::custom`]).
+type CustomFn = dyn Fn(&[u8]) -> Verdict + Send + Sync;
 
 /// The HTTP/2 connection preface (RFC 9113 §3.4), which h2c with prior knowledge opens with.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -120,7 +123,12 @@ impl fmt::Debug for Matcher {
             Kind::Tls(None) => f.write_str("Tls"),
             Kind::Tls(Some(names)) => f
                 .debug_tuple("TlsAlpn")
-                .field(&names.iter().map(|n| String::from_utf8_lossy(n)).collect::<Vec<_>>())
+                .field(
+                    &names
+                        .iter()
+                        .map(|n| String::from_utf8_lossy(n))
+                        .collect::<Vec<_>>(),
+                )
                 .finish(),
             Kind::Http1 => f.write_str("Http1"),
             Kind::H2c => f.write_str("H2c"),

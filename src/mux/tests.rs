@@ -67,7 +67,11 @@ fn check(m: &Matcher, seen: &[u8]) -> Verdict {
 /// goes on saying it for every longer prefix).
 fn decided_at(m: &Matcher, input: &[u8], at: usize, last: Verdict) {
     for n in 0..at {
-        assert_eq!(check(m, &input[..n]), Verdict::NeedMore, "{m:?} at {n} bytes");
+        assert_eq!(
+            check(m, &input[..n]),
+            Verdict::NeedMore,
+            "{m:?} at {n} bytes"
+        );
     }
     for n in at..=input.len() {
         assert_eq!(check(m, &input[..n]), last, "{m:?} at {n} bytes");
@@ -79,11 +83,21 @@ fn each_protocol_is_told_by_its_first_bytes_whatever_the_reads() {
     let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04";
     decided_at(&Matcher::h2c(), preface, 24, Verdict::Match);
     decided_at(&Matcher::http1(), b"GET / HTTP/1.1\r\n", 4, Verdict::Match);
-    decided_at(&Matcher::http1(), b"M-SEARCH * HTTP/1.1\r\n", 9, Verdict::Match);
+    decided_at(
+        &Matcher::http1(),
+        b"M-SEARCH * HTTP/1.1\r\n",
+        9,
+        Verdict::Match,
+    );
     decided_at(&Matcher::socks5(), &[5, 1, 0], 1, Verdict::Match);
     decided_at(&Matcher::socks4(), &[4, 1, 0, 80], 1, Verdict::Match);
     decided_at(&Matcher::prefix("PING\n"), b"PING\nmore", 5, Verdict::Match);
-    decided_at(&Matcher::tls(), &hello(&[b"h2"], 0, 1 << 14), 6, Verdict::Match);
+    decided_at(
+        &Matcher::tls(),
+        &hello(&[b"h2"], 0, 1 << 14),
+        6,
+        Verdict::Match,
+    );
 
     // And not by another's.
     decided_at(&Matcher::socks5(), &[4, 1], 1, Verdict::NoMatch);
@@ -94,13 +108,28 @@ fn each_protocol_is_told_by_its_first_bytes_whatever_the_reads() {
     decided_at(&Matcher::prefix("PING\n"), b"PINGS", 5, Verdict::NoMatch);
     decided_at(&Matcher::tls(), b"GET / HTTP/1.1\r\n", 1, Verdict::NoMatch);
     // An alert record, a ChangeCipherSpec, SSL 2: not a ClientHello.
-    decided_at(&Matcher::tls(), &[21, 3, 3, 0, 2, 2, 40], 1, Verdict::NoMatch);
+    decided_at(
+        &Matcher::tls(),
+        &[21, 3, 3, 0, 2, 2, 40],
+        1,
+        Verdict::NoMatch,
+    );
     decided_at(&Matcher::tls(), &[20, 3, 3, 0, 1, 1], 1, Verdict::NoMatch);
     decided_at(&Matcher::tls(), &[0x80, 0x2e, 1, 3, 1], 1, Verdict::NoMatch);
     // A handshake record that is not a ClientHello, or is empty, or too long.
-    decided_at(&Matcher::tls(), &[22, 3, 3, 0, 4, 2, 0, 0, 0], 6, Verdict::NoMatch);
+    decided_at(
+        &Matcher::tls(),
+        &[22, 3, 3, 0, 4, 2, 0, 0, 0],
+        6,
+        Verdict::NoMatch,
+    );
     decided_at(&Matcher::tls(), &[22, 3, 1, 0, 0, 1], 5, Verdict::NoMatch);
-    decided_at(&Matcher::tls(), &[22, 3, 1, 0x40, 1, 1], 5, Verdict::NoMatch);
+    decided_at(
+        &Matcher::tls(),
+        &[22, 3, 1, 0x40, 1, 1],
+        5,
+        Verdict::NoMatch,
+    );
     decided_at(&Matcher::tls(), &[22, 3, 9, 0, 1], 3, Verdict::NoMatch);
 }
 
@@ -140,7 +169,13 @@ fn alpn_routes_wait_for_the_whole_hello_and_read_its_list() {
         (&[][..], false, false),
     ] {
         let input = hello(alpn, 0, 1 << 14);
-        let verdict = |yes| if yes { Verdict::Match } else { Verdict::NoMatch };
+        let verdict = |yes| {
+            if yes {
+                Verdict::Match
+            } else {
+                Verdict::NoMatch
+            }
+        };
         decided_at(&h2, &input, input.len(), verdict(want_h2));
         decided_at(&other, &input, input.len(), verdict(want_other));
     }
@@ -263,7 +298,10 @@ fn the_first_route_to_match_wins_once_those_before_it_said_no() {
     let d = |seen: &[u8]| detect(&matchers, seen, LIMIT, false);
     assert_eq!(d(b""), Detection::NeedMore);
     assert_eq!(d(b"GET / HTTP/1.1\r\n"), Detection::Matched(0));
-    assert_eq!(d(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Detection::Matched(1));
+    assert_eq!(
+        d(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+        Detection::Matched(1)
+    );
     // `PRI *` could be the preface: the routes after http1 wait for it to be told apart.
     assert_eq!(d(b"PRI * HTTP/2"), Detection::NeedMore);
     // `PING` could be an HTTP method until the newline says otherwise.
@@ -305,7 +343,10 @@ fn waiting_ends_at_the_peek_limit_and_when_the_client_stops() {
         Detection::NoMatch
     );
     assert_eq!(detect(&matchers, &big, limit, false), Detection::NoMatch);
-    assert_eq!(detect(&matchers, &big, big.len(), false), Detection::Matched(0));
+    assert_eq!(
+        detect(&matchers, &big, big.len(), false),
+        Detection::Matched(0)
+    );
     // A limit of exactly a hello's length is enough for it.
     let fits = hello(&[b"h2"], 0, 1 << 14);
     assert_eq!(
@@ -315,7 +356,10 @@ fn waiting_ends_at_the_peek_limit_and_when_the_client_stops() {
     // The client sent all it will (EOF, the timeout): needing more is no.
     assert_eq!(detect(&matchers, b"PI", LIMIT, true), Detection::NoMatch);
     assert_eq!(detect(&matchers, b"", LIMIT, true), Detection::NoMatch);
-    assert_eq!(detect(&matchers, b"PING", LIMIT, true), Detection::Matched(1));
+    assert_eq!(
+        detect(&matchers, b"PING", LIMIT, true),
+        Detection::Matched(1)
+    );
     assert_eq!(detect(&[], b"anything", LIMIT, false), Detection::NoMatch);
 }
 
