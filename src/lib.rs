@@ -67,6 +67,7 @@ mod exec;
 pub mod http;
 #[cfg(all(test, fibr_loom))]
 mod loom_support;
+pub mod mux;
 pub mod net;
 #[cfg(target_os = "linux")]
 pub mod prefork;

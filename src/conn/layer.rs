@@ -10,7 +10,10 @@
 //! driver on the connection: buffers, the handshake deadline, sealing ahead of the socket.
 
 use super::output::Output;
-use super::{Conn, ConnInner, Handler, Io, ReadEnd, F_CLOSING, F_EOF, F_LAYER, F_NEW_HANDLER};
+use super::{
+    Conn, ConnInner, Handler, Io, ReadEnd, F_CLOSING, F_EOF, F_LAYER, F_LAYER_REPLAY,
+    F_NEW_HANDLER, F_READ_PENDING,
+};
 use crate::buf::PooledBuf;
 use crate::time::Sleep;
 use std::any::Any;
@@ -203,6 +206,16 @@ impl ConnInner {
         self.io.lock().unwrap().layer = Some(Box::new(lio));
         *self.handler.lock().unwrap() = next;
         self.set(F_NEW_HANDLER | F_LAYER);
+    }
+
+    /// Gives the layer just started the bytes that were read before it (the first bytes a
+    /// mux looked at): the next read round runs them through it before reading more.
+    pub(crate) fn replay_into_layer(self: &Arc<Self>, parts: &[&[u8]]) {
+        if let Some(lio) = self.io.lock().unwrap().layer.as_deref_mut() {
+            lio.kept = parts.concat().into_boxed_slice();
+        }
+        self.set(F_LAYER_REPLAY | F_READ_PENDING);
+        self.notify(super::EV_RESUME);
     }
 
     fn waker(self: &Arc<Self>) -> Waker {

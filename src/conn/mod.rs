@@ -107,6 +107,7 @@ const F_DETACHED: u32 = 1 << 10; // the socket lives on in another owner (no lin
 const F_NEW_HANDLER: u32 = 1 << 11; // set_handler replaced the handler (a round reloads it)
 const F_WR_SHUT: u32 = 1 << 12; // shutdown_write was called: no more sends are taken
 const F_LAYER: u32 = 1 << 13; // a record layer (TLS) sits between the socket and the handler
+const F_LAYER_REPLAY: u32 = 1 << 14; // the layer's kept input was handed to it unread (mux)
 
 /// How many rounds a connection runs back to back before letting others go first.
 const ROUNDS_PER_TURN: usize = 4;
@@ -423,52 +424,70 @@ impl ConnInner {
         } else {
             (PooledBuf::take(self.rt.config.read_buffer_size), 0)
         };
-        let end = loop {
-            if self.reads_blocked() {
-                if !self.flag(F_EOF | F_CLOSING) {
-                    self.set(F_READ_PENDING);
-                }
-                break ReadEnd::Open;
-            }
-            let n = match socket::read(self.fd, &mut buf[filled..]) {
-                Ok(0) => {
-                    self.clear(F_READ_PENDING);
-                    self.set(F_EOF);
-                    // A partial record at EOF can never be completed.
-                    filled = 0;
-                    break ReadEnd::Eof;
-                }
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.clear(F_READ_PENDING);
+        // Bytes read before the layer was started, handed to it (`replay_into_layer`): they
+        // go through it first, as the socket may have nothing more to say.
+        let replayed = if layered && self.flag(F_LAYER_REPLAY) {
+            self.clear(F_LAYER_REPLAY);
+            self.read_through_layer(conn, handler, &mut buf, &mut filled)
+        } else {
+            None
+        };
+        let end = match replayed {
+            Some(end) => end,
+            None => loop {
+                if self.reads_blocked() {
+                    if !self.flag(F_EOF | F_CLOSING) {
+                        self.set(F_READ_PENDING);
+                    }
                     break ReadEnd::Open;
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => break ReadEnd::Error(e),
-            };
-            self.clear(F_READ_PENDING);
-            let room = buf.len() - filled;
-            if layered {
-                filled += n;
-                if let Some(end) = self.read_through_layer(conn, handler, &mut buf, &mut filled) {
-                    break end;
+                let n = match socket::read(self.fd, &mut buf[filled..]) {
+                    Ok(0) => {
+                        self.clear(F_READ_PENDING);
+                        self.set(F_EOF);
+                        // A partial record at EOF can never be completed.
+                        filled = 0;
+                        break ReadEnd::Eof;
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.clear(F_READ_PENDING);
+                        break ReadEnd::Open;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => break ReadEnd::Error(e),
+                };
+                self.clear(F_READ_PENDING);
+                let room = buf.len() - filled;
+                if layered {
+                    filled += n;
+                    if let Some(end) = self.read_through_layer(conn, handler, &mut buf, &mut filled)
+                    {
+                        break end;
+                    }
+                } else {
+                    self.refresh(handler);
+                    if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
+                        return ReadEnd::Closed;
+                    }
+                    if self.flag(F_LAYER) {
+                        // The handler started a layer (a mux found TLS): the next round reads
+                        // through it.
+                        self.set(F_READ_PENDING);
+                        break ReadEnd::Open;
+                    }
                 }
-            } else {
-                self.refresh(handler);
-                if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
-                    return ReadEnd::Closed;
+                // A short read drained the socket, unless the peer's FIN waits behind the
+                // data: edge-triggered epoll will not report it again.
+                if n < room && !self.flag(F_PEER_FIN) {
+                    break ReadEnd::Open;
                 }
-            }
-            // A short read drained the socket, unless the peer's FIN waits behind the
-            // data: edge-triggered epoll will not report it again.
-            if n < room && !self.flag(F_PEER_FIN) {
-                break ReadEnd::Open;
-            }
-            if self.output_over_limit() {
-                // Stop reading now; end_round pauses, or reads again if the flush made room.
-                self.set(F_READ_PENDING);
-                break ReadEnd::Open;
-            }
+                if self.output_over_limit() {
+                    // Stop reading now; end_round pauses, or reads again if the flush made room.
+                    self.set(F_READ_PENDING);
+                    break ReadEnd::Open;
+                }
+            },
         };
         if filled > 0 {
             self.keep_layer_input(&buf[..filled]);
@@ -1023,6 +1042,16 @@ impl Conn {
     pub fn set_shared_handler(&self, handler: Arc<dyn Handler>) {
         *self.inner.handler.lock().unwrap() = handler;
         self.inner.set(F_NEW_HANDLER);
+    }
+
+    /// The handler the next callback goes to (the last one set).
+    pub(crate) fn handler(&self) -> Arc<dyn Handler> {
+        self.inner.handler.lock().unwrap().clone()
+    }
+
+    /// True once a record layer (TLS) sits between the socket and the handler.
+    pub(crate) fn has_layer(&self) -> bool {
+        self.inner.flag(F_LAYER)
     }
 
     /// A waker that schedules this connection's `on_wake` (for futures a handler polls).
