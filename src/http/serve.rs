@@ -14,8 +14,7 @@ use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
-#[cfg(feature = "http3")]
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A listener `fibr::serve` can take over: `fibr::net::TcpListener` or `UnixListener`.
 pub trait ServeListener {
@@ -196,7 +195,15 @@ where
             Some(signal) => signal.await,
             None => std::future::pending::<()>().await,
         }
+        // The loop takes the removal on its next turn and may accept until then: draining
+        // starts once it has dropped the listener, so a connection it took meanwhile is
+        // served, not cut off when the serve future resolves (bounded: one second).
+        let listener = _stop.source.as_ref().map(Arc::downgrade);
         drop(_stop);
+        let until = Instant::now() + Duration::from_secs(1);
+        while listener.as_ref().is_some_and(|l| l.strong_count() > 0) && Instant::now() < until {
+            crate::time::sleep(Duration::from_millis(1)).await;
+        }
         shared.start_draining();
         shared.drained().wait().await;
         Ok(())
