@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+#[cfg(all(feature = "http3", feature = "axum"))]
+pub mod h3;
 #[cfg(feature = "tls")]
 pub mod pki;
 
