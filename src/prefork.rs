@@ -243,10 +243,10 @@ impl<F: Fn(Child) -> io::Result<()>> Supervisor<'_, F> {
     }
 
     fn spawn(&mut self, index: usize) -> io::Result<()> {
+        let supervisor = std::process::id() as libc::pid_t;
         // SAFETY: this process has one thread (checked in `run`), so the child starts in a
         // consistent state; it runs `child_main` and leaves with `_exit`, never returning
         // into the supervisor's stack.
-        let supervisor = std::process::id() as libc::pid_t;
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(io::Error::last_os_error());
