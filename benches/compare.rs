@@ -9,7 +9,7 @@
 //!                                                  # idle-ws idle-wsdeflate tls-plain
 //!                                                  # tls-pipelined tls-churn tls-idle h2c-m1
 //!                                                  # h2c-m10 h2-tls-m10 h2-idle grpc
-//!                                                  # client executor
+//!                                                  # client executor proxy
 //! cargo bench --bench compare -- --servers fibr,axum,floor   # a subset of the servers
 //! cargo bench --bench compare -- --update-readme   # then rewrite README.md's section
 //! cargo bench --bench compare -- --from-json --update-readme # report the last results again
@@ -152,9 +152,13 @@
 //!   ratios to hyper-util on the multi-thread runtime;
 //! - **executor**: `benches/executor.rs` as it is (`cargo bench --bench executor -- --json
 //!   FILE`): fibr's worker pool against tokio's multi-thread runtime, ns per task or
-//!   hand-off in four micro-benchmarks, ratios to tokio. These two run on both CPUs (they
-//!   pin their own threads) after the server scenarios, with their own repetitions (3 and
-//!   5; `--quick`: 1 and 3).
+//!   hand-off in four micro-benchmarks, ratios to tokio;
+//! - **proxy**: `benches/proxy.rs` as it is (`cargo bench --bench proxy --features proxy
+//!   -- --json FILE`, issue 16): `examples/proxy.rs` against a tokio proxy written the usual
+//!   way (`copy_bidirectional`): 1 GiB down an HTTP CONNECT and a SOCKS5 tunnel, 64-byte
+//!   ping-pong over 100 tunnels, and idle tunnels' memory; ratios to tokio. These three run
+//!   on both CPUs (they pin their own threads) after the server scenarios, with their own
+//!   repetitions (3, 5 and 3; `--quick`: 1, 3 and 1).
 //!
 //! Figures: requests/s (the load generator's count over its measuring time), **server CPU
 //! time per request** (utime + stime from `/proc/PID/stat`, all threads, over the tool's run,
@@ -180,6 +184,8 @@
 
 #[path = "support/skip.rs"]
 mod common_skip;
+#[path = "support/epoll.rs"]
+mod epoll;
 #[path = "support/os.rs"]
 mod os_support;
 #[path = "support/server.rs"]
@@ -263,10 +269,11 @@ pub enum Scenario {
     Grpc,
     Client,
     Executor,
+    Proxy,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 21] = [
+    pub const ALL: [Scenario; 22] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
@@ -288,6 +295,7 @@ impl Scenario {
         Scenario::Grpc,
         Scenario::Client,
         Scenario::Executor,
+        Scenario::Proxy,
     ];
 
     /// Over HTTPS.
@@ -349,7 +357,10 @@ impl Scenario {
 
     /// Measured on the servers (the others run a bench of their own).
     pub fn on_servers(self) -> bool {
-        !matches!(self, Scenario::Client | Scenario::Executor)
+        !matches!(
+            self,
+            Scenario::Client | Scenario::Executor | Scenario::Proxy
+        )
     }
 
     /// The server the ratios are to: tonic's own for gRPC, axum::serve otherwise.
@@ -384,6 +395,7 @@ impl Scenario {
             Scenario::Grpc => "grpc",
             Scenario::Client => "client",
             Scenario::Executor => "executor",
+            Scenario::Proxy => "proxy",
         }
     }
 
@@ -428,6 +440,7 @@ impl Scenario {
             Scenario::Grpc => "gRPC unary, 10 streams per connection",
             Scenario::Client => "HTTP client",
             Scenario::Executor => "executor",
+            Scenario::Proxy => "SOCKS5 and CONNECT proxy",
         }
     }
 
@@ -479,6 +492,7 @@ impl Scenario {
             ),
             Scenario::Client => micro::CLIENT.command(set.runs == QUICK.runs),
             Scenario::Executor => micro::EXECUTOR.command(set.runs == QUICK.runs),
+            Scenario::Proxy => micro::PROXY.command(set.runs == QUICK.runs),
         }
     }
 }
@@ -760,7 +774,7 @@ fn bench() -> Result<(), String> {
     } else {
         None
     };
-    // The client and executor benches get every CPU this process was given.
+    // The client, executor and proxy benches get every CPU this process was given.
     let all_cpus = proc::allowed_cpus()?;
     let (server_cpu, client_cpu) = proc::pick_cpus()?;
     // Servers and load generators inherit the raised limit.
@@ -945,6 +959,18 @@ fn bench() -> Result<(), String> {
             .join(","));
         micro::exec_figs(&v).map_err(|e| format!("executor: {e}"))?;
         rep.executor = Some(v);
+    }
+    if scenarios.contains(&Scenario::Proxy) {
+        eprintln!("  proxy: {}", Scenario::Proxy.tool(&set));
+        let mut args = quick.to_vec();
+        if !opts.build {
+            args.push("--no-build");
+        }
+        let v = micro::PROXY
+            .run(&args, &all_cpus, opts.build)
+            .map_err(|e| format!("proxy: {e}"))?;
+        micro::proxy_figs(&v).map_err(|e| format!("proxy: {e}"))?;
+        rep.proxy = Some(v);
     }
     rep.finish();
     let json = rep.to_json();

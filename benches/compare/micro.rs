@@ -1,5 +1,5 @@
-//! The client and executor scenarios: `benches/client.rs` and `benches/executor.rs` run as
-//! they are, each as `cargo bench --bench NAME -- --json FILE` (so their figures are the
+//! The client, executor and proxy scenarios: `benches/client.rs`, `benches/executor.rs` and
+//! `benches/proxy.rs` run as they are, each as `cargo bench --bench NAME -- --json FILE` (so their figures are the
 //! ones their own command prints), on the CPUs this bench was given, and their JSON read
 //! back into the report.
 
@@ -18,7 +18,7 @@ use crate::proc;
 /// 80 s, the executor's about a minute on two cores).
 const RUN_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
-/// One of the two benches.
+/// One of the benches.
 #[derive(Clone, Copy)]
 pub struct Bench {
     pub name: &'static str,
@@ -32,6 +32,10 @@ pub const CLIENT: Bench = Bench {
 pub const EXECUTOR: Bench = Bench {
     name: "executor",
     features: None,
+};
+pub const PROXY: Bench = Bench {
+    name: "proxy",
+    features: Some("proxy"),
 };
 
 impl Bench {
@@ -190,8 +194,9 @@ pub fn client_figs(v: &Value) -> Result<Vec<ClientFig>, String> {
     Ok(out)
 }
 
-/// One scenario of `benches/executor.rs`: the figure per repetition on each runtime.
-pub struct ExecFig {
+/// One scenario of `benches/executor.rs` or `benches/proxy.rs`: the figure per repetition
+/// with fibr and with tokio (lower is better).
+pub struct VersusTokio {
     pub name: String,
     pub desc: String,
     pub unit: String,
@@ -199,18 +204,27 @@ pub struct ExecFig {
     pub tokio: Vec<f64>,
 }
 
-pub fn exec_figs(v: &Value) -> Result<Vec<ExecFig>, String> {
+pub fn exec_figs(v: &Value) -> Result<Vec<VersusTokio>, String> {
+    versus_tokio(v, "executor")
+}
+
+pub fn proxy_figs(v: &Value) -> Result<Vec<VersusTokio>, String> {
+    versus_tokio(v, "proxy")
+}
+
+/// The `scenarios` of bench `what`'s JSON.
+fn versus_tokio(v: &Value, what: &str) -> Result<Vec<VersusTokio>, String> {
     let mut out = Vec::new();
     for s in v["scenarios"]
         .as_array()
-        .ok_or("executor: no \"scenarios\"")?
+        .ok_or_else(|| format!("{what}: no \"scenarios\""))?
     {
         let text = |k: &str| -> Result<String, String> {
             s[k].as_str()
                 .map(str::to_string)
-                .ok_or_else(|| format!("executor: a scenario without {k}"))
+                .ok_or_else(|| format!("{what}: a scenario without {k}"))
         };
-        let fig = ExecFig {
+        let fig = VersusTokio {
             name: text("name")?,
             desc: text("desc")?,
             unit: text("unit")?,
@@ -218,15 +232,12 @@ pub fn exec_figs(v: &Value) -> Result<Vec<ExecFig>, String> {
             tokio: nums(&s["tokio"], "tokio figure")?,
         };
         if fig.fibr.is_empty() || fig.tokio.is_empty() {
-            return Err(format!(
-                "executor: {} was not run on both runtimes",
-                fig.name
-            ));
+            return Err(format!("{what}: {} was not run on both", fig.name));
         }
         out.push(fig);
     }
     if out.is_empty() {
-        return Err("executor: no scenario".into());
+        return Err(format!("{what}: no scenario"));
     }
     Ok(out)
 }

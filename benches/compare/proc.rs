@@ -1,13 +1,13 @@
 //! The server processes and what `/proc` says about them and the machine.
 
-use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use crate::server_support::ProcStatus;
-use crate::server_support::{count_fds, ServerChild};
+use crate::server_support::{clock_ticks, count_fds, process_cpu_us, ServerChild};
 use crate::{Server, IO_TIMEOUT};
 
+pub use crate::os_support::{allowed_cpus, pick_cpus};
 pub use crate::server_support::die_with_parent;
 
 /// A server process (`taskset -c CPU PROGRAM [ARG] 0`); killed and reaped when dropped.
@@ -54,22 +54,7 @@ impl RunningServer {
     /// utime + stime of all the server's threads, in µs.
     pub fn cpu_us(&self) -> Result<f64, String> {
         self.check_alive()?;
-        let pid = self.pid();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_err(|e| format!("reading /proc/{pid}/stat: {e}"))?;
-        // Fields after "(comm) ": state is field 3, utime 14, stime 15.
-        let rest = stat
-            .rsplit_once(") ")
-            .map(|(_, r)| r)
-            .ok_or_else(|| format!("bad /proc/{pid}/stat: {stat:?}"))?;
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let field = |i: usize| -> Result<u64, String> {
-            f.get(i - 3)
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("no field {i} in /proc/{pid}/stat"))
-        };
-        let ticks = field(14)? + field(15)?;
-        Ok(ticks as f64 * 1e6 / clock_ticks()? as f64)
+        process_cpu_us(self.pid())
     }
 
     /// The server's memory figures (an error if it has died).
@@ -129,15 +114,6 @@ pub fn tcp_active_opens() -> Result<u64, String> {
         .ok_or_else(|| "no ActiveOpens in /proc/net/snmp".into())
 }
 
-fn clock_ticks() -> Result<i64, String> {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz <= 0 {
-        return Err("sysconf(_SC_CLK_TCK) failed".into());
-    }
-    Ok(hz)
-}
-
 /// CPU time of this process and its reaped children (the load generators), in µs.
 pub fn own_cpu_us() -> f64 {
     let mut total = 0.0;
@@ -152,31 +128,6 @@ pub fn own_cpu_us() -> f64 {
         }
     }
     total
-}
-
-/// The CPUs this process may use.
-pub fn allowed_cpus() -> Result<Vec<usize>, String> {
-    // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(format!("sched_getaffinity: {}", io::Error::last_os_error()));
-        }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect())
-    }
-}
-
-/// The first two CPUs this process may use: (server, load generator).
-pub fn pick_cpus() -> Result<(usize, usize), String> {
-    let allowed = allowed_cpus()?;
-    match allowed.as_slice() {
-        [first, second, ..] => Ok((*first, *second)),
-        _ => Err(format!(
-            "need two CPUs (server, load generator); this process may use {allowed:?}"
-        )),
-    }
 }
 
 /// SIGKILLs `pid` and every process under it (children first found through

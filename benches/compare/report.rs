@@ -8,8 +8,13 @@ use serde_json::{json, Value};
 
 use crate::idle::Idle;
 use crate::load::Load;
-use crate::micro::{self, ClientFig, ExecFig, CLIENT_BASE, CLIENT_CT};
+use crate::micro::{self, ClientFig, VersusTokio, CLIENT_BASE, CLIENT_CT};
 use crate::{proc, server, Scenario, Settings, FULL, QUICK, SERVERS};
+
+#[path = "chart.rs"]
+mod chart;
+#[path = "report_json.rs"]
+mod json;
 
 pub const README_BEGIN: &str = "<!-- compare:begin -->";
 pub const README_END: &str = "<!-- compare:end -->";
@@ -43,6 +48,11 @@ const GOAL_WS_DEFLATE_IDLE_BYTES: f64 = 4000.0;
 /// Issue 4's goal for fibr::client, and issue 2's for the executor.
 const GOAL_CLIENT_CPU: f64 = 0.80;
 const GOAL_EXECUTOR: f64 = 1.0;
+/// Issue 16's goals for fibr's proxy against the tokio proxy: CPU per GiB relayed (both
+/// tunnels), CPU per ping-pong exchange, and memory per idle tunnel (two connections).
+const GOAL_PROXY_GIB_CPU: f64 = 0.40;
+const GOAL_PROXY_PINGPONG_CPU: f64 = 0.70;
+const GOAL_PROXY_IDLE_BYTES: f64 = 1500.0;
 
 /// One scenario on one server, over the runs.
 pub struct Cell {
@@ -96,9 +106,11 @@ pub struct Report {
     pub load_before: String,
     pub load_after: String,
     pub cells: Vec<Cell>,
-    /// `benches/client.rs`'s and `benches/executor.rs`'s JSON, as they wrote it.
+    /// `benches/client.rs`'s, `benches/executor.rs`'s and `benches/proxy.rs`'s JSON, as
+    /// they wrote it.
     pub client: Option<Value>,
     pub executor: Option<Value>,
+    pub proxy: Option<Value>,
 }
 
 impl Report {
@@ -128,6 +140,7 @@ impl Report {
             cells: Vec::new(),
             client: None,
             executor: None,
+            proxy: None,
         }
     }
 
@@ -169,6 +182,7 @@ impl Report {
             .filter(|sc| match sc {
                 Scenario::Client => self.client.is_some(),
                 Scenario::Executor => self.executor.is_some(),
+                Scenario::Proxy => self.proxy.is_some(),
                 sc => self.cells.iter().any(|c| c.scenario == *sc),
             })
             .collect()
@@ -178,8 +192,12 @@ impl Report {
         micro::client_figs(self.client.as_ref()?).ok()
     }
 
-    fn exec_figs(&self) -> Option<Vec<ExecFig>> {
+    fn exec_figs(&self) -> Option<Vec<VersusTokio>> {
         micro::exec_figs(self.executor.as_ref()?).ok()
+    }
+
+    fn proxy_figs(&self) -> Option<Vec<VersusTokio>> {
+        micro::proxy_figs(self.proxy.as_ref()?).ok()
     }
 
     /// fibr::client's CPU per request over hyper-util's (`base`: "mt" or "ct").
@@ -253,8 +271,24 @@ impl Report {
             out.push_str(&t);
             out.push('\n');
         }
-        if let Some(t) = self.executor_table() {
-            out.push_str(&t);
+        if let (Some(v), Some(figs)) = (&self.executor, self.exec_figs()) {
+            let title = format!(
+                "executor <br>`{}`: {} workers each, on CPUs {}",
+                v["command"].as_str().unwrap_or("?"),
+                v["workers"].as_u64().unwrap_or(0),
+                v["cpus"].as_str().unwrap_or("?"),
+            );
+            out.push_str(&versus_tokio_table(&title, v, &figs));
+            out.push('\n');
+        }
+        if let (Some(v), Some(figs)) = (&self.proxy, self.proxy_figs()) {
+            let title = format!(
+                "proxy <br>`{}`: {} worker each, proxy on one CPU, clients and targets on the \
+                 other",
+                v["command"].as_str().unwrap_or("?"),
+                v["workers"].as_u64().unwrap_or(0),
+            );
+            out.push_str(&versus_tokio_table(&title, v, &figs));
             out.push('\n');
         }
         out.push_str(&self.goals());
@@ -416,48 +450,6 @@ impl Report {
             } else {
                 ""
             }
-        );
-        Some(out)
-    }
-
-    /// `benches/executor.rs`'s figures: one row per micro-benchmark.
-    fn executor_table(&self) -> Option<String> {
-        let v = self.executor.as_ref()?;
-        let figs = self.exec_figs()?;
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "| executor <br>`{}`: {} workers each, on CPUs {} | unit | fibr | tokio | fibr / \
-             tokio |",
-            v["command"].as_str().unwrap_or("?"),
-            v["workers"].as_u64().unwrap_or(0),
-            v["cpus"].as_str().unwrap_or("?"),
-        );
-        out.push_str("|---|---|---:|---:|---:|\n");
-        let ns = |x: f64| {
-            if x >= 100.0 {
-                format!("{x:.0}")
-            } else {
-                format!("{x:.1}")
-            }
-        };
-        for f in &figs {
-            let r = median(f.fibr.clone()) / median(f.tokio.clone());
-            let _ = writeln!(
-                out,
-                "| {} ({}) | {} | {} | {} | {} |",
-                f.name,
-                f.desc,
-                f.unit,
-                spread(&f.fibr, ns),
-                spread(&f.tokio, ns),
-                fmt_ratio(r)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\nMedian of {} repetition(s) per runtime (min–max), fibr and tokio interleaved.",
-            v["reps"].as_u64().unwrap_or(0)
         );
         Some(out)
     }
@@ -674,6 +666,43 @@ impl Report {
                 .join(", "),
             ratios.iter().all(|(_, r)| *r <= GOAL_EXECUTOR),
         );
+        let proxy = self.proxy_figs().unwrap_or_default();
+        let fig = |name: &str| proxy.iter().find(|f| f.name == name);
+        let ratio = |name: &str| {
+            fig(name).map_or(f64::NAN, |f| {
+                median(f.fibr.clone()) / median(f.tokio.clone())
+            })
+        };
+        let (connect, socks5) = (ratio("connect-1gib"), ratio("socks5-1gib"));
+        row(
+            format!(
+                "(issue 16) proxy CPU per GiB vs the tokio proxy ≤ {GOAL_PROXY_GIB_CPU:.2}× \
+                 (CONNECT; SOCKS5)"
+            ),
+            connect.max(socks5),
+            format!("{}; {}", fmt_ratio(connect), fmt_ratio(socks5)),
+            connect <= GOAL_PROXY_GIB_CPU && socks5 <= GOAL_PROXY_GIB_CPU,
+        );
+        let pingpong = ratio("pingpong");
+        row(
+            format!(
+                "(issue 16) proxy CPU per 64-byte exchange vs the tokio proxy ≤ \
+                 {GOAL_PROXY_PINGPONG_CPU:.2}×"
+            ),
+            pingpong,
+            fmt_ratio(pingpong),
+            pingpong <= GOAL_PROXY_PINGPONG_CPU,
+        );
+        let idle = fig("idle").map_or(f64::NAN, |f| median(f.fibr.clone()));
+        row(
+            format!(
+                "(issue 16) memory per idle tunnel (fibr) ≤ {} B",
+                fmt_int(GOAL_PROXY_IDLE_BYTES)
+            ),
+            idle,
+            format!("{} B", fmt_int(idle)),
+            idle <= GOAL_PROXY_IDLE_BYTES,
+        );
         out
     }
 
@@ -784,12 +813,14 @@ impl Report {
                     .to_string(),
             );
         }
-        if self.client.is_some() || self.executor.is_some() {
+        if self.client.is_some() || self.executor.is_some() || self.proxy.is_some() {
             more.push(
-                "The HTTP client and executor tables come from `benches/client.rs` and \
-                 `benches/executor.rs`, which this command runs as they are, with their own \
-                 repetitions; their ratios are to hyper-util's legacy client on tokio's \
-                 multi-thread runtime and to tokio's multi-thread runtime."
+                "The HTTP client, executor and proxy tables come from `benches/client.rs`, \
+                 `benches/executor.rs` and `benches/proxy.rs`, which this command runs as they \
+                 are, with their own repetitions; their ratios are to hyper-util's legacy \
+                 client on tokio's multi-thread runtime, to tokio's multi-thread runtime, and \
+                 to a tokio proxy written the usual way (a task per client, \
+                 `copy_bidirectional`; `benches/peers/src/bin/tokio_proxy.rs`)."
                     .to_string(),
             );
         }
@@ -804,429 +835,40 @@ impl Report {
         out.push_str(&self.markdown());
         out
     }
-
-    /// A horizontal bar chart of CPU per request (idle: RSS per connection; WebSocket: per
-    /// message) relative to each scenario's base (axum::serve; gRPC: tonic), per scenario and server; below it, fibr's client
-    /// and executor relative to hyper-util and tokio.
-    pub fn svg(&self) -> String {
-        let servers = self.servers();
-        let scenarios = self.scenarios();
-        const BAR: f64 = 13.0;
-        const GAP: f64 = 3.0;
-        const GROUP_GAP: f64 = 16.0;
-        const LEFT: f64 = 190.0;
-        const PLOT: f64 = 460.0;
-        const WIDTH: f64 = 800.0;
-        const TOP: f64 = 100.0;
-        let colors = |key: &str| match key {
-            "fibr" => "#e8590c",
-            "fibr-ws" => "#ffa94d",
-            "axum" => "#1c7ed6",
-            "hyper" => "#74c0fc",
-            "actix" => "#7950f2",
-            "tonic" => "#2f9e44",
-            _ => "#868e96",
-        };
-        // A group of bars: (title, [(row label, color, ratio, absolute label)]). A server
-        // group's rows are unlabelled (the legend tells them apart).
-        type Bar = (String, &'static str, f64, String);
-        let mut groups: Vec<(String, Vec<Bar>)> = Vec::new();
-        for &sc in &scenarios {
-            let mut bars = Vec::new();
-            for s in servers.iter().filter(|s| self.cell(sc, s.key).is_some()) {
-                let (f, unit): (Figure, fn(f64) -> String) = match sc {
-                    sc if sc.idle() => (PER_CONN, |x| format!("{} B/conn", fmt_int(x))),
-                    sc if sc.ws() => (CPU_PER_REQ, |x| format!("{x:.2} µs/msg")),
-                    _ => (CPU_PER_REQ, |x| format!("{x:.2} µs/req")),
-                };
-                let abs = self.median(sc, s.key, f);
-                let r = self.ratio(sc, s.key, sc.base(), f);
-                let label = if abs.is_finite() {
-                    unit(abs)
-                } else {
-                    "—".into()
-                };
-                bars.push((String::new(), colors(s.key), r, label));
-            }
-            groups.push((sc.title().to_string(), bars));
-        }
-        // fibr's own rows: the client's CPU per request over hyper-util's (multi-thread
-        // runtime), the executor's ns per operation over tokio's.
-        let mut own: Vec<(String, Vec<Bar>)> = Vec::new();
-        if let Some(figs) = self.client_figs() {
-            let base = figs
-                .iter()
-                .find(|c| c.key == CLIENT_BASE)
-                .map_or(f64::NAN, |c| median(c.cpu_per_req.clone()));
-            let bars = figs
-                .iter()
-                .map(|c| {
-                    let cpu = median(c.cpu_per_req.clone());
-                    let (label, color) = match c.key.as_str() {
-                        "fibr" => ("fibr::client", "#e8590c"),
-                        "raw" => ("hand-written, fibr::net", "#ffa94d"),
-                        "hyper_on_fibr" => ("hyper conn on fibr::net", "#ffd8a8"),
-                        CLIENT_BASE => ("hyper-util (tokio mt)", "#1c7ed6"),
-                        CLIENT_CT => ("hyper-util (tokio ct)", "#74c0fc"),
-                        _ => ("?", "#868e96"),
-                    };
-                    let label = if label == "?" { c.key.as_str() } else { label };
-                    (
-                        label.to_string(),
-                        color,
-                        cpu / base,
-                        format!("{cpu:.2} µs/req"),
-                    )
-                })
-                .collect();
-            own.push(("HTTP client CPU/request".into(), bars));
-        }
-        if let Some(figs) = self.exec_figs() {
-            let bars = figs
-                .iter()
-                .map(|f| {
-                    let (fibr, tokio) = (median(f.fibr.clone()), median(f.tokio.clone()));
-                    let unit = f.unit.trim_start_matches("ns/");
-                    (
-                        f.name.clone(),
-                        "#e8590c",
-                        fibr / tokio,
-                        format!("{fibr:.0} vs {tokio:.0} ns/{unit}"),
-                    )
-                })
-                .collect();
-            own.push(("executor, fibr vs tokio".into(), bars));
-        }
-        let max = groups
-            .iter()
-            .chain(&own)
-            .flat_map(|g| g.1.iter().map(|b| b.2))
-            .filter(|r| r.is_finite())
-            .fold(1.0f64, f64::max)
-            .min(6.0);
-        let xmax = ((max * 2.0).ceil() / 2.0).max(1.5);
-        let x = |r: f64| LEFT + PLOT * (r.min(xmax) / xmax);
-        let group_h = |n: usize| n as f64 * (BAR + GAP) - GAP;
-        let servers_h: f64 = groups.iter().map(|g| group_h(g.1.len()) + GROUP_GAP).sum();
-        // fibr's own panel, below the servers' axis labels: a heading, then per group a
-        // title line and its bars.
-        const PANEL_GAP: f64 = 24.0;
-        const OWN_HEAD: f64 = 26.0;
-        const OWN_TITLE: f64 = 16.0;
-        let own_start = if groups.is_empty() {
-            TOP - 40.0
-        } else {
-            TOP + servers_h + PANEL_GAP
-        };
-        let own_body: f64 = own
-            .iter()
-            .map(|g| OWN_TITLE + group_h(g.1.len()) + GROUP_GAP)
-            .sum();
-        let height = if own.is_empty() {
-            TOP + servers_h + 40.0
-        } else {
-            own_start + OWN_HEAD + own_body - GROUP_GAP + 30.0
-        };
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height:.0}\" \
-             viewBox=\"0 0 {WIDTH} {height:.0}\" font-family=\"sans-serif\" font-size=\"12\">"
-        );
-        let _ = writeln!(
-            out,
-            "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n\
-             <text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Server CPU time per \
-             request, relative to axum::serve (lower is better)</text>\n\
-             <text x=\"10\" y=\"40\" fill=\"#555\">idle: RSS per connection; \
-             WebSocket: CPU per message. {} worker(s) per server; server and load on separate \
-             cores.</text>\n\
-             <text x=\"10\" y=\"56\" fill=\"#555\">{} · {} · {}</text>",
-            xml(&self.workers),
-            xml(&self.command),
-            xml(&self.machine),
-            xml(&self.date)
-        );
-        // Legend.
-        let mut lx = LEFT;
-        for s in &servers {
-            let _ = writeln!(
-                out,
-                "<rect x=\"{lx:.0}\" y=\"66\" width=\"12\" height=\"12\" fill=\"{}\"/>\
-                 <text x=\"{:.0}\" y=\"76\">{}</text>",
-                colors(s.key),
-                lx + 16.0,
-                xml(s.label)
-            );
-            lx += 24.0 + 7.5 * s.label.len() as f64;
-        }
-        // Grid every 0.5×, the reference line at 1×, over a band of the chart.
-        let grid = |out: &mut String, top: f64, bottom: f64| {
-            let mut g = 0.0;
-            while g <= xmax + 1e-9 {
-                let gx = x(g);
-                let (stroke, dash) = if (g - 1.0).abs() < 1e-9 {
-                    ("#1c7ed6", " stroke-dasharray=\"4 3\"")
-                } else {
-                    ("#dee2e6", "")
-                };
-                let _ = writeln!(
-                    out,
-                    "<line x1=\"{gx:.1}\" y1=\"{top:.0}\" x2=\"{gx:.1}\" y2=\"{bottom:.0}\" stroke=\"{stroke}\"{dash}/>\
-                     <text x=\"{gx:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#555\">{g:.1}×</text>",
-                    bottom + 14.0
-                );
-                g += 0.5;
-            }
-        };
-        let bar = |out: &mut String, y: f64, color: &str, r: f64, abs: &str, title: &str| {
-            if !r.is_finite() {
-                return;
-            }
-            let w = x(r) - LEFT;
-            let clipped = if r > xmax { " ▶" } else { "" };
-            let _ = writeln!(
-                out,
-                "<rect x=\"{LEFT:.0}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{BAR}\" fill=\"{color}\">\
-                 <title>{}: {}</title></rect>\
-                 <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}{clipped} ({})</text>",
-                xml(title),
-                xml(abs),
-                LEFT + w + 4.0,
-                y + BAR - 2.5,
-                fmt_ratio(r),
-                xml(abs)
-            );
-        };
-        if !groups.is_empty() {
-            grid(&mut out, TOP - 6.0, TOP + servers_h - GROUP_GAP + 6.0);
-        }
-        let mut y = TOP;
-        for (title, bars) in &groups {
-            let _ = writeln!(
-                out,
-                "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\" font-weight=\"bold\">{}</text>",
-                LEFT - 8.0,
-                y + group_h(bars.len()) / 2.0 + 4.0,
-                xml(title)
-            );
-            for (_, color, r, abs) in bars {
-                bar(&mut out, y, color, *r, abs, title);
-                y += BAR + GAP;
-            }
-            y += GROUP_GAP - GAP;
-        }
-        if !own.is_empty() {
-            y = own_start;
-            let _ = writeln!(
-                out,
-                "<text x=\"10\" y=\"{:.0}\" font-size=\"14\" font-weight=\"bold\">fibr's client \
-                 and executor, relative to hyper-util (tokio multi-thread) and tokio (lower is \
-                 better)</text>",
-                y + 4.0
-            );
-            y += OWN_HEAD;
-            grid(&mut out, y - 6.0, y + own_body - GROUP_GAP + 6.0);
-            for (title, bars) in &own {
-                let _ = writeln!(
-                    out,
-                    "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\" font-weight=\"bold\">{}</text>",
-                    LEFT - 8.0,
-                    y + 10.0,
-                    xml(title)
-                );
-                y += OWN_TITLE;
-                for (label, color, r, abs) in bars {
-                    let _ = writeln!(
-                        out,
-                        "<text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-                        LEFT - 8.0,
-                        y + BAR - 2.5,
-                        xml(label)
-                    );
-                    bar(&mut out, y, color, *r, abs, label);
-                    y += BAR + GAP;
-                }
-                y += GROUP_GAP - GAP;
-            }
-        }
-        out.push_str("</svg>\n");
-        out
-    }
-
-    pub fn to_json(&self) -> String {
-        let cells: Vec<Value> = self
-            .cells
-            .iter()
-            .map(|c| {
-                let mut v = json!({
-                    "scenario": c.scenario.key(),
-                    "server": c.server,
-                });
-                if c.scenario.idle() {
-                    v["runs"] = c.idles.iter().map(idle_json).collect();
-                    v["median"] = json!({
-                        "per_conn_b": median(c.values(PER_CONN)),
-                        "loaded_kib": median(c.values(Figure::Idle(|r| r.loaded_kib as f64))),
-                        "empty_kib": median(c.values(Figure::Idle(|r| r.empty_kib as f64))),
-                    });
-                } else {
-                    v["runs"] = c.loads.iter().map(load_json).collect();
-                    v["median"] = json!({
-                        "rps": median(c.values(Figure::Load(|l| l.rps()))),
-                        "cpu_per_req_us": median(c.values(CPU_PER_REQ)),
-                        "p99_us": median(c.values(Figure::Load(|l| l.p99_us))),
-                        "peak_rss_kib": median(c.values(Figure::Load(|l| l.peak_rss_kib as f64))),
-                    });
-                }
-                let f = if c.scenario.idle() {
-                    PER_CONN
-                } else {
-                    CPU_PER_REQ
-                };
-                let base = c.scenario.base();
-                let r = self.ratio(c.scenario, c.server, base, f);
-                if r.is_finite() {
-                    v[format!("ratio_to_{base}")] = json!(r);
-                }
-                v
-            })
-            .collect();
-        let set = self.settings();
-        let doc = json!({
-            "command": self.command,
-            "date": self.date,
-            "machine": self.machine,
-            "cpus": { "server": self.cpus.0, "load": self.cpus.1 },
-            "workers": self.workers,
-            "fibr_backend": self.backend,
-            "quick": self.quick,
-            "runs": self.runs,
-            "phase_s": set.phase.as_secs(),
-            "idle_conns": set.idle_conns,
-            "loadavg_before": self.load_before,
-            "loadavg_after": self.load_after,
-            "servers": self.servers().iter().map(|s| json!({"key": s.key, "label": s.label})).collect::<Vec<_>>(),
-            "scenarios": self.all_scenarios().iter().map(|s| json!({"key": s.key(), "title": s.title(), "load": s.tool(&set)})).collect::<Vec<_>>(),
-            "cells": cells,
-        });
-        let mut doc = doc;
-        if let Some(c) = &self.client {
-            doc["client"] = c.clone();
-        }
-        if let Some(e) = &self.executor {
-            doc["executor"] = e.clone();
-        }
-        let mut text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
-        text.push('\n');
-        text
-    }
-
-    pub fn from_json(text: &str) -> Result<Report, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("bad JSON: {e}"))?;
-        let s = |k: &str| -> Result<String, String> {
-            v[k].as_str()
-                .map(str::to_string)
-                .ok_or_else(|| format!("no {k:?}"))
-        };
-        let n = |v: &Value, k: &str| -> Result<f64, String> {
-            v[k].as_f64().ok_or_else(|| format!("no number {k:?}"))
-        };
-        let mut cells = Vec::new();
-        for c in v["cells"].as_array().ok_or("no \"cells\"")? {
-            let sc = c["scenario"]
-                .as_str()
-                .and_then(Scenario::from_key)
-                .ok_or("a cell without a known scenario")?;
-            let srv = c["server"]
-                .as_str()
-                .and_then(server)
-                .ok_or("a cell without a known server")?;
-            let mut cell = Cell::new(sc, srv.key);
-            for r in c["runs"].as_array().ok_or("a cell without runs")? {
-                if sc.idle() {
-                    cell.idles.push(Idle {
-                        empty_kib: n(r, "empty_kib")? as u64,
-                        half_kib: n(r, "half_kib")? as u64,
-                        loaded_kib: n(r, "loaded_kib")? as u64,
-                        peak_kib: n(r, "peak_kib")? as u64,
-                        threads: n(r, "threads")? as u64,
-                        n: n(r, "n")? as usize,
-                    });
-                } else {
-                    cell.loads.push(Load {
-                        requests: n(r, "requests")? as u64,
-                        wall: Duration::from_secs_f64(n(r, "wall_s")?),
-                        cpu_us: n(r, "cpu_us")?,
-                        client_us: n(r, "client_us")?,
-                        other_server_us: n(r, "other_server_us")?,
-                        other_client_us: n(r, "other_client_us")?,
-                        p99_us: n(r, "p99_us")?,
-                        peak_rss_kib: n(r, "peak_rss_kib")? as u64,
-                        idle_rss_kib: n(r, "idle_rss_kib")? as u64,
-                        opens: n(r, "opens")? as u64,
-                        errors: n(r, "errors")? as u64,
-                    });
-                }
-            }
-            cells.push(cell);
-        }
-        Ok(Report {
-            command: s("command")?,
-            date: s("date")?,
-            machine: s("machine")?,
-            cpus: (
-                n(&v["cpus"], "server")? as usize,
-                n(&v["cpus"], "load")? as usize,
-            ),
-            workers: s("workers")?,
-            backend: s("fibr_backend")?,
-            quick: v["quick"].as_bool().ok_or("no \"quick\"")?,
-            runs: n(&v, "runs")? as usize,
-            load_before: s("loadavg_before")?,
-            load_after: s("loadavg_after")?,
-            cells,
-            client: match v.get("client") {
-                Some(c) => micro::client_figs(c).map(|_| Some(c.clone()))?,
-                None => None,
-            },
-            executor: match v.get("executor") {
-                Some(e) => micro::exec_figs(e).map(|_| Some(e.clone()))?,
-                None => None,
-            },
-        })
-    }
 }
 
-fn load_json(l: &Load) -> Value {
-    json!({
-        "requests": l.requests,
-        "wall_s": l.wall.as_secs_f64(),
-        "cpu_us": l.cpu_us,
-        "client_us": l.client_us,
-        "other_server_us": l.other_server_us,
-        "other_client_us": l.other_client_us,
-        "p99_us": l.p99_us,
-        "peak_rss_kib": l.peak_rss_kib,
-        "idle_rss_kib": l.idle_rss_kib,
-        "opens": l.opens,
-        "errors": l.errors,
-        "rps": l.rps(),
-        "cpu_per_req_us": l.cpu_per_req(),
-    })
-}
-
-fn idle_json(r: &Idle) -> Value {
-    json!({
-        "n": r.n,
-        "empty_kib": r.empty_kib,
-        "half_kib": r.half_kib,
-        "loaded_kib": r.loaded_kib,
-        "peak_kib": r.peak_kib,
-        "threads": r.threads,
-        "per_conn_b": r.per_conn(),
-        "marginal_b": r.marginal(),
-    })
+/// `benches/executor.rs`'s or `benches/proxy.rs`'s figures (`v`, their JSON): a row per
+/// scenario, fibr against tokio.
+fn versus_tokio_table(title: &str, v: &Value, figs: &[VersusTokio]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "| {title} | unit | fibr | tokio | fibr / tokio |");
+    out.push_str("|---|---|---:|---:|---:|\n");
+    let num = |x: f64| {
+        if x >= 100.0 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.1}")
+        }
+    };
+    for f in figs {
+        let r = median(f.fibr.clone()) / median(f.tokio.clone());
+        let _ = writeln!(
+            out,
+            "| {} ({}) | {} | {} | {} | {} |",
+            f.name,
+            f.desc,
+            f.unit,
+            spread(&f.fibr, num),
+            spread(&f.tokio, num),
+            fmt_ratio(r)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nMedian of {} repetition(s) each (min–max), fibr and tokio alternated.",
+        v["reps"].as_u64().unwrap_or(0)
+    );
+    out
 }
 
 /// Replaces the text between the README's markers with `section`.

@@ -19,6 +19,31 @@ pub fn pin_to(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// The CPUs this process may use.
+pub fn allowed_cpus() -> Result<Vec<usize>, String> {
+    // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(format!("sched_getaffinity: {}", io::Error::last_os_error()));
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
+/// The first two CPUs this process may use: (server, load generator).
+pub fn pick_cpus() -> Result<(usize, usize), String> {
+    let allowed = allowed_cpus()?;
+    match allowed.as_slice() {
+        [first, second, ..] => Ok((*first, *second)),
+        _ => Err(format!(
+            "need two CPUs (server, load generator); this process may use {allowed:?}"
+        )),
+    }
+}
+
 /// Raises the soft RLIMIT_NOFILE to at least `need` (up to 30,000 if allowed); returns it.
 pub fn raise_nofile(need: u64) -> Result<u64, String> {
     let mut rl = libc::rlimit {

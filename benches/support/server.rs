@@ -168,6 +168,35 @@ impl ProcStatus {
     }
 }
 
+/// utime + stime of all of process `pid`'s threads so far, in µs.
+pub fn process_cpu_us(pid: u32) -> Result<f64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("reading /proc/{pid}/stat: {e}"))?;
+    // Fields after "(comm) ": state is field 3, utime 14, stime 15.
+    let rest = stat
+        .rsplit_once(") ")
+        .map(|(_, r)| r)
+        .ok_or_else(|| format!("bad /proc/{pid}/stat: {stat:?}"))?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> Result<u64, String> {
+        f.get(i - 3)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("no field {i} in /proc/{pid}/stat"))
+    };
+    let ticks = field(14)? + field(15)?;
+    Ok(ticks as f64 * 1e6 / clock_ticks()? as f64)
+}
+
+/// The kernel's clock ticks per second (the unit of /proc's CPU times).
+pub fn clock_ticks() -> Result<i64, String> {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return Err("sysconf(_SC_CLK_TCK) failed".into());
+    }
+    Ok(hz)
+}
+
 /// How many descriptors process `pid` has open.
 pub fn count_fds(pid: u32) -> Result<usize, String> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
