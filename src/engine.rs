@@ -240,6 +240,7 @@ impl Engine {
             fd,
             kind,
             handler: handler.clone(),
+            admit: None,
         })
     }
 

@@ -7,8 +7,17 @@
 //! restarting, draining) never takes queued connections with it. The sockets have
 //! `SO_REUSEPORT` set too, so a new supervisor (a binary upgrade) can bind beside a running
 //! one. A child whose supervisor dies (even by `SIGKILL`) is sent `SIGTERM`, so no worker
-//! outlives it. A TLS ticketer made before [`Prefork::run`] is shared by every child (its keys
-//! are in the memory they inherit), so a session ticket from one child resumes on another.
+//! outlives it.
+//!
+//! TLS session tickets (feature `tls`) are shared: `run` makes one ticket secret before it
+//! forks (or takes the one given to [`Prefork::session_tickets`]), and every child, of
+//! every generation, derives the same rotating keys from it ([`SharedTicketer`]), so a
+//! ticket from one child resumes on another, also after a key rotation or a graceful
+//! restart. `fibr::serve(..).with_tls(config)` uses it when `config` has no ticketer;
+//! [`Child::ticketer`] hands it to a config used otherwise. (A rustls ticketer made before
+//! `run` is not shared for good: on its first rotation each child picks a key of its own.)
+//!
+//! [`SharedTicketer`]: crate::tls::SharedTicketer
 //!
 //! ```no_run
 //! # #[cfg(feature = "axum")] {
@@ -31,6 +40,8 @@
 //! ```
 
 use crate::sync_notify::Notify;
+#[cfg(feature = "tls")]
+use crate::tls::SharedTicketer;
 use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -49,6 +60,9 @@ pub struct Prefork {
     ready_timeout: Duration,
     /// A child that dies sooner than this after its start is replaced only this long after.
     restart_delay: Duration,
+    /// The children's session tickets (made by `run` when not given).
+    #[cfg(feature = "tls")]
+    tickets: Option<Arc<SharedTicketer>>,
 }
 
 impl Prefork {
@@ -60,6 +74,8 @@ impl Prefork {
             stop_timeout: Duration::from_secs(30),
             ready_timeout: Duration::from_secs(10),
             restart_delay: Duration::from_secs(1),
+            #[cfg(feature = "tls")]
+            tickets: None,
         }
     }
 
@@ -94,12 +110,26 @@ impl Prefork {
         self
     }
 
+    /// The session tickets every child seals and opens (feature `tls`): by default a
+    /// [`SharedTicketer`] with a new secret, made by `run` before it forks; give one made
+    /// [`from_secret`](SharedTicketer::from_secret) to share tickets with other machines,
+    /// or [`with_period`](SharedTicketer::with_period) for another rotation period.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn session_tickets(mut self, ticketer: SharedTicketer) -> Prefork {
+        self.tickets = Some(Arc::new(ticketer));
+        self
+    }
+
     /// Binds the listeners, forks the children (each runs `child_main` and exits with
     /// its result), and supervises them until `SIGTERM` or `SIGINT` has stopped them all.
     ///
     /// Call it from `main` before anything starts a thread (a runtime, a logger's
     /// thread): only the forking thread lives on in a child. It is refused otherwise.
-    pub fn run<F>(self, child_main: F) -> io::Result<()>
+    pub fn run<F>(
+        #[cfg_attr(not(feature = "tls"), allow(unused_mut))] mut self,
+        child_main: F,
+    ) -> io::Result<()>
     where
         F: Fn(Child) -> io::Result<()>,
     {
@@ -107,6 +137,10 @@ impl Prefork {
             return Err(io::Error::other(
                 "Prefork::run must be called before any thread is started",
             ));
+        }
+        #[cfg(feature = "tls")]
+        if self.tickets.is_none() {
+            self.tickets = Some(Arc::new(SharedTicketer::new().map_err(io::Error::other)?));
         }
         let listeners = self
             .addrs
@@ -136,6 +170,8 @@ pub struct Child {
     listeners: Vec<Option<TcpListener>>,
     ready_tx: OwnedFd,
     shutdown: Arc<Notify>,
+    #[cfg(feature = "tls")]
+    tickets: Arc<SharedTicketer>,
 }
 
 impl Child {
@@ -165,6 +201,14 @@ impl Child {
         // SAFETY: a write of 4 bytes from a live buffer to a pipe this child owns; the
         // pipe is non-blocking and a write under PIPE_BUF is atomic.
         let _ = unsafe { libc::write(self.ready_tx.as_raw_fd(), pid.as_ptr().cast(), 4) };
+    }
+
+    /// The session tickets this child shares with the others (feature `tls`): for
+    /// `ServerConfig::ticketer` (`fibr::serve(..).with_tls(config)` sets it when the
+    /// config has none).
+    #[cfg(feature = "tls")]
+    pub fn ticketer(&self) -> Arc<SharedTicketer> {
+        self.tickets.clone()
     }
 
     /// Completes on `SIGTERM` or `SIGINT` (for `with_graceful_shutdown`).
@@ -293,7 +337,11 @@ impl<F: Fn(Child) -> io::Result<()>> Supervisor<'_, F> {
                 Err(_) => return 1,
             },
             shutdown,
+            #[cfg(feature = "tls")]
+            tickets: self.config.tickets.clone().expect("made by run"),
         };
+        #[cfg(feature = "tls")]
+        crate::tls::set_process_ticketer(child.ticketer());
         match (self.child_main)(child) {
             Ok(()) => 0,
             Err(e) => {

@@ -5,10 +5,11 @@
 //! and signals: a child killed with SIGKILL comes back while the others serve; a
 //! graceful restart (SIGHUP) under load fails no request; SIGTERM stops everything.
 
-use std::collections::BTreeSet;
+mod common;
+
+use common::prefork::Supervisor;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -79,92 +80,9 @@ fn serve(port: u16) {
     }
 }
 
-/// A supervisor on a free port; killed (SIGKILL, children too) when dropped.
-struct Server {
-    proc: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start() -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let proc = Command::new(std::env::current_exe().unwrap())
-            .env("FIBR_PREFORK_PORT", port.to_string())
-            .spawn()
-            .unwrap();
-        let server = Server {
-            proc,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        };
-        let until = Instant::now() + Duration::from_secs(20);
-        while server.children().len() < WORKERS || get(server.addr, "/").is_err() {
-            assert!(Instant::now() < until, "the server did not start");
-            thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn pid(&self) -> i32 {
-        self.proc.id() as i32
-    }
-
-    /// The supervisor's children now (from /proc).
-    fn children(&self) -> BTreeSet<i32> {
-        let mut out = BTreeSet::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // The fields after the command's closing parenthesis: state, ppid, ...
-            let rest = &stat[stat.rfind(')').unwrap() + 2..];
-            let mut fields = rest.split(' ');
-            let state = fields.next();
-            let ppid: i32 = fields.next().unwrap().parse().unwrap();
-            if ppid == self.pid() && state != Some("Z") {
-                out.insert(pid);
-            }
-        }
-        out
-    }
-
-    fn signal(&self, pid: i32, sig: libc::c_int) {
-        // SAFETY: sends a signal to a process this test started (or its child).
-        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-    }
-
-    /// Waits until the children are `WORKERS` processes that `pred` accepts.
-    fn wait_children(&self, what: &str, pred: impl Fn(&BTreeSet<i32>) -> bool) -> BTreeSet<i32> {
-        let until = Instant::now() + Duration::from_secs(20);
-        loop {
-            let now = self.children();
-            if now.len() == WORKERS && pred(&now) {
-                return now;
-            }
-            assert!(Instant::now() < until, "{what}: children {now:?}");
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // The supervisor is frozen first, so it cannot replace the children killed here.
-        // SAFETY: as in `signal`.
-        unsafe { libc::kill(self.pid(), libc::SIGSTOP) };
-        for c in self.children() {
-            // SAFETY: as in `signal`.
-            unsafe { libc::kill(c, libc::SIGKILL) };
-        }
-        let _ = self.proc.kill();
-        let _ = self.proc.wait();
-    }
+/// The supervisor of `WORKERS` children serving [`serve`]'s app.
+fn start() -> Supervisor {
+    Supervisor::start(WORKERS, &[], |addr| get(addr, "/").is_ok())
 }
 
 /// One request on its own connection; the body (a pid).
@@ -233,7 +151,7 @@ impl Load {
 }
 
 fn a_killed_child_comes_back() {
-    let server = Server::start();
+    let server = start();
     let before = server.children();
     let load = Load::start(server.addr, 4);
     let victim = *before.iter().next().unwrap();
@@ -253,7 +171,7 @@ fn a_killed_child_comes_back() {
 }
 
 fn a_graceful_restart_fails_nothing() {
-    let server = Server::start();
+    let server = start();
     let old = server.children();
     let load = Load::start(server.addr, 6);
     thread::sleep(Duration::from_millis(300));
@@ -262,12 +180,11 @@ fn a_graceful_restart_fails_nothing() {
     thread::sleep(Duration::from_millis(300));
     let served = load.ok();
     let failures = load.finish();
-    // Zero is the goal and the usual result. One window is still open (issue 16's note):
-    // a connection the old child's loop accepted just before its listener went away, if
-    // it is not yet counted when the drain finds nothing live; seen once in ~10 loaded
-    // runs on the portable backend before the listener's removal was awaited.
+    // The old children's queue is the new ones' too, and a connection an old child's
+    // loop accepted before its listener went away is in its drain's count from then on
+    // (through the registration, the worker queue, `on_open`), so it is served.
     assert!(
-        failures.len() <= 1,
+        failures.is_empty(),
         "{} failed of {served}: {failures:?}",
         failures.len()
     );
@@ -280,7 +197,7 @@ fn a_graceful_restart_fails_nothing() {
 }
 
 fn a_killed_supervisor_takes_its_children_with_it() {
-    let mut server = Server::start();
+    let mut server = start();
     let children = server.children();
     server.proc.kill().unwrap();
     server.proc.wait().unwrap();
@@ -295,7 +212,7 @@ fn a_killed_supervisor_takes_its_children_with_it() {
 }
 
 fn sigterm_stops_everything() {
-    let mut server = Server::start();
+    let mut server = start();
     let children = server.children();
     server.signal(server.pid(), libc::SIGTERM);
     let until = Instant::now() + Duration::from_secs(15);

@@ -823,3 +823,46 @@ fn a_round_of_pipelined_responses_leaves_as_one_record() {
         assert_eq!(records, 1, "16 pipelined responses in one record");
     });
 }
+
+/// A connection accepted before the shutdown signal and still in its TLS handshake (the
+/// HTTP server has not opened it yet) is waited for: the serve future resolves only after
+/// it finished its handshake and got its answer.
+#[test]
+fn a_graceful_shutdown_waits_for_a_connection_in_its_handshake() {
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let tls = Arc::new(pki.server_config(&leaf));
+        let handle = fibr::spawn(async move {
+            fibr::serve(listener, app())
+                .with_tls(tls)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.await;
+                })
+                .await
+        });
+        // Accepted (its TLS session waits for the ClientHello), then the signal.
+        let tcp = common::connect(addr);
+        std::thread::sleep(Duration::from_millis(200));
+        tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !handle.is_finished(),
+            "resolved with a handshake in progress"
+        );
+
+        let client = Arc::new(pki.client_config());
+        let tls = ClientConnection::new(client, ServerName::try_from("localhost").unwrap());
+        let mut c = Client::over(StreamOwned::new(tls.unwrap(), tcp));
+        let resp = get_over(&mut c, "/");
+        assert_eq!((resp.status, resp.text().as_str()), (200, "hello over tls"));
+        assert!(resp.closes(), "the answer while draining closes: {resp:?}");
+        fibr::run(fibr::time::timeout(Duration::from_secs(3), handle))
+            .expect("not resolved after the last answer")
+            .expect("serve task")
+            .expect("serve");
+    });
+}

@@ -10,6 +10,7 @@
 #[cfg_attr(not(feature = "tls"), allow(dead_code, unused_imports))]
 mod layer;
 mod linger;
+pub(crate) mod live;
 mod open;
 mod output;
 mod stall;
@@ -35,8 +36,7 @@ use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::os::fd::{OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{atomic::AtomicU32, atomic::AtomicU64, atomic::Ordering, Arc, Mutex};
 use std::task::{Wake, Waker};
 
 /// Callbacks for a raw connection. They run on worker threads, one at a time per

@@ -1,6 +1,7 @@
 //! How connections come to be: accepted from a listening socket, dialed, or adopted from
 //! another owner (a socket hyper answered).
 
+use super::live::{Admission, LiveCount};
 #[cfg(all(feature = "hyper", feature = "ws"))]
 use super::DetachedSocket;
 use super::{Conn, ConnInner, Handler, Kind, EV_OPEN};
@@ -99,6 +100,9 @@ pub(crate) struct Listener {
     pub fd: OwnedFd,
     pub kind: Kind,
     pub handler: Arc<dyn Handler>,
+    /// The server whose drain counts each connection from its accept (`fibr::serve`'s):
+    /// the connection carries an [`Admission`] in its context until its `on_open` claims it.
+    pub admit: Option<Arc<LiveCount>>,
 }
 
 impl Source<Runtime> for Listener {
@@ -133,6 +137,9 @@ impl Source<Runtime> for Listener {
                         None,
                         EV_OPEN,
                     );
+                    if let Some(count) = &self.admit {
+                        *inner.context() = Some(Box::new(Admission::new(count)));
+                    }
                     if same {
                         ctx.register(raw, inner);
                     } else {

@@ -183,7 +183,12 @@ where
             ),
             None => handler,
         };
-        let listener = Arc::new(Listener { fd, kind, handler });
+        let listener = Arc::new(Listener {
+            fd,
+            kind,
+            handler,
+            admit: Some(shared.live().clone()),
+        });
         lp.send(Command::Register(raw, listener.clone()));
         // Stops accepting if this future is dropped (or when the signal fires).
         let _stop = StopAccepting {
@@ -196,8 +201,9 @@ where
             None => std::future::pending::<()>().await,
         }
         // The loop takes the removal on its next turn and may accept until then: draining
-        // starts once it has dropped the listener, so a connection it took meanwhile is
-        // served, not cut off when the serve future resolves (bounded: one second).
+        // starts once it has dropped the listener (bounded: one second), when every
+        // connection it accepted is in the live count (admitted at its accept, before its
+        // `on_open` and any TLS handshake), so none is cut off when the future resolves.
         let listener = _stop.source.as_ref().map(Arc::downgrade);
         drop(_stop);
         let until = Instant::now() + Duration::from_secs(1);
@@ -205,7 +211,7 @@ where
             crate::time::sleep(Duration::from_millis(1)).await;
         }
         shared.start_draining();
-        shared.drained().wait().await;
+        shared.live().drained().wait().await;
         Ok(())
     }
 }

@@ -20,6 +20,7 @@ use super::h1::server::{
 };
 use super::server_h2::{with_h2, H2State, H2cUpgrade};
 use super::service::{BoxError, ConnInfo, MakeService};
+use crate::conn::live::{Admission, LiveCount};
 use crate::time::Sleep;
 use crate::{Conn, Handler};
 use http::{Request, Response, StatusCode};
@@ -31,7 +32,6 @@ use std::io;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -113,9 +113,9 @@ pub(crate) struct Shared<M> {
     config: ServerConfig,
     /// Live connections, for graceful shutdown.
     conns: Mutex<Vec<Conn>>,
-    live: AtomicUsize,
-    draining: AtomicBool,
-    drained: crate::sync_notify::Notify,
+    /// What a drain waits for: `conns`, HTTP/3's connections, and (under `fibr::serve`)
+    /// connections accepted and not yet opened.
+    live: Arc<LiveCount>,
     /// Set when draining starts: HTTP/3 connections send GOAWAY.
     #[cfg(feature = "http3")]
     drain_started: crate::sync_notify::Notify,
@@ -139,9 +139,7 @@ impl<M, Marker> Server<M, Marker> {
                 make: app,
                 config,
                 conns: Mutex::new(Vec::new()),
-                live: AtomicUsize::new(0),
-                draining: AtomicBool::new(false),
-                drained: crate::sync_notify::Notify::new(),
+                live: Arc::new(LiveCount::new()),
                 #[cfg(feature = "http3")]
                 drain_started: crate::sync_notify::Notify::new(),
             }),
@@ -158,19 +156,13 @@ impl<M> Shared<M> {
     /// A connection left this server (closed, or handed to hyper for an upgrade).
     fn forget(&self, conn: &Conn) {
         self.conns.lock().unwrap().retain(|c| !c.same(conn));
-        self.left();
-    }
-
-    /// One connection fewer (a TCP one, or an HTTP/3 one, which is not in `conns`).
-    fn left(&self) {
-        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 && self.draining.load(Ordering::Acquire) {
-            self.drained.notify();
-        }
+        self.live.left();
     }
 
     /// Graceful shutdown: idle connections close now, busy ones after their response.
     pub(crate) fn start_draining(&self) {
-        self.draining.store(true, Ordering::Release);
+        // Set first, so that the connections woken below see it.
+        self.live.start_draining();
         #[cfg(feature = "http3")]
         self.drain_started.notify();
         // A snapshot: the list itself stays, so a connection closing meanwhile is still
@@ -180,13 +172,11 @@ impl<M> Shared<M> {
         for c in conns.iter() {
             c.waker().wake();
         }
-        if self.live.load(Ordering::Acquire) == 0 {
-            self.drained.notify();
-        }
     }
 
-    pub(crate) fn drained(&self) -> &crate::sync_notify::Notify {
-        &self.drained
+    /// The count `fibr::serve`'s listener admits its connections into.
+    pub(crate) fn live(&self) -> &Arc<LiveCount> {
+        &self.live
     }
 }
 
@@ -307,10 +297,13 @@ where
 {
     fn on_open(&self, conn: &Conn) {
         let shared = &self.shared;
-        // Accepted as the shutdown began (the listener's removal is on its way to the
-        // loop): over HTTP/1 its first request is still answered, so its client does
-        // not fail; HTTP/2 has no such grace here.
-        let draining = shared.draining.load(Ordering::Acquire);
+        // Accepted before the drain began (`fibr::serve` counts it from its accept on,
+        // through a TLS handshake): held until the count is ours below, or given up on a
+        // return before.
+        let admission = conn.take_context::<Admission>();
+        // Over HTTP/1 the first request of a connection opened while draining is still
+        // answered, so its client does not fail; HTTP/2 has no such grace here.
+        let draining = shared.live.draining();
         let info = ConnInfo {
             peer: conn.peer_addr(),
             local: conn.local_addr(),
@@ -327,7 +320,10 @@ where
         if draining && tls.alpn_is_h2() {
             return conn.close();
         }
-        shared.live.fetch_add(1, Ordering::AcqRel);
+        match admission {
+            Some(admission) => admission.claim(&shared.live),
+            None => shared.live.entered(),
+        }
         shared.conns.lock().unwrap().push(conn.clone());
         if tls.alpn_is_h2() {
             H2State::<S, B>::start(conn, svc, tls, &shared.config, &[]);
@@ -405,7 +401,7 @@ where
     /// connection to hyper instead.
     fn round(&self, conn: &Conn, data: &[u8]) {
         let cfg = &self.shared.config;
-        let draining = data.is_empty() && self.shared.draining.load(Ordering::Acquire);
+        let draining = data.is_empty() && self.shared.live.draining();
         let upgrade = with_state::<S, B, _>(conn, |st| {
             let mut seen = std::mem::take(&mut st.sniffed);
             let input = if !data.is_empty() && st.h1.is_fresh() {
@@ -1002,7 +998,7 @@ where
         http3.idle_timeout = http3.idle_timeout.min(below.max(udp_idle / 2));
         let shared = self.shared.clone();
         let app = Box::new(move |quic, info: ConnInfo| {
-            if shared.draining.load(Ordering::Acquire) {
+            if shared.live.draining() {
                 return false;
             }
             let svc = match shared.make.make_service(&info) {
@@ -1012,12 +1008,12 @@ where
                     return false;
                 }
             };
-            shared.live.fetch_add(1, Ordering::AcqRel);
+            shared.live.entered();
             let shared = shared.clone();
             crate::spawn(async move {
                 let drain = shared.drain_started.wait();
                 super::http3::serve_connection(quic, svc, limits, drain).await;
-                shared.left();
+                shared.live.left();
             });
             true
         });

@@ -15,6 +15,7 @@ pub mod fuzzing;
 mod session;
 #[cfg(test)]
 mod tests;
+mod ticket;
 
 pub use rustls;
 
@@ -28,6 +29,8 @@ pub(crate) use session::Session;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub(crate) use ticket::set_process_ticketer;
+pub use ticket::SharedTicketer;
 
 /// The crypto provider fibr uses for what it builds itself (the client's default config,
 /// session tickets): ring, or aws-lc-rs with feature `tls-aws-lc`. Build server configs
@@ -275,7 +278,9 @@ impl Handler for TlsClient {
 /// `config` as an HTTP server uses it: ALPN filled in with what fibr serves when the
 /// config names none (`h2` first, then `http/1.1`; `h2` alone for an HTTP/2-only server),
 /// and session tickets on when it has no ticketer (resumption without a server-side cache
-/// lookup; the config's session cache still serves TLS 1.2 IDs), from [`crypto_provider`].
+/// lookup; the config's session cache still serves TLS 1.2 IDs): the process's
+/// [`SharedTicketer`] in a prefork child, so its siblings open its tickets, else rustls's
+/// ticketer from [`crypto_provider`].
 pub(crate) fn for_http(config: Arc<ServerConfig>, http2_only: bool) -> Arc<ServerConfig> {
     if !config.alpn_protocols.is_empty() && config.ticketer.enabled() {
         return config;
@@ -289,7 +294,7 @@ pub(crate) fn for_http(config: Arc<ServerConfig>, http2_only: bool) -> Arc<Serve
         };
     }
     if !config.ticketer.enabled() {
-        match ticketer() {
+        match ticket::process_ticketer().map_or_else(ticketer, |t| Ok(t as _)) {
             Ok(t) => config.ticketer = t,
             Err(e) => tracing::warn!(error = %e, "TLS session tickets are off: no ticketer"),
         }

@@ -12,6 +12,7 @@
 pub mod h3;
 #[cfg(feature = "tls")]
 pub mod pki;
+pub mod prefork;
 
 use fibr::http::{MakeService, Server, ServerConfig};
 use fibr::net::TcpListener;

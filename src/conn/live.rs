@@ -1,0 +1,142 @@
+//! A server's live connections, counted from the moment its listener accepts them, so a
+//! graceful drain waits for every one it took.
+//!
+//! A handler counts a connection when its `on_open` runs, but a connection exists before
+//! that: in the command that registers it on its loop, in the worker pool's queue, and
+//! through a whole TLS handshake (the HTTP server's `on_open` runs once the handshake is
+//! done). A drain that saw only the opened ones could finish while such a connection is on
+//! its way, and a process that exits then resets it. So the listener gives each connection
+//! an [`Admission`] in its context slot as it accepts it; the server's `on_open` claims
+//! it (the count passes to the server, which leaves it when the connection closes), and a
+//! connection that closes first drops it with its context.
+
+use crate::sync_notify::Notify;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Connections a drain waits for, and whether draining has begun.
+pub(crate) struct LiveCount {
+    live: AtomicUsize,
+    draining: AtomicBool,
+    drained: Notify,
+}
+
+impl LiveCount {
+    pub fn new() -> LiveCount {
+        LiveCount {
+            live: AtomicUsize::new(0),
+            draining: AtomicBool::new(false),
+            drained: Notify::new(),
+        }
+    }
+
+    /// One connection more, until [`left`](Self::left).
+    pub fn entered(&self) {
+        self.live.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// One connection fewer; the last one while draining completes [`drained`](Self::drained).
+    pub fn left(&self) {
+        if self.live.fetch_sub(1, Ordering::AcqRel) == 1 && self.draining() {
+            self.drained.notify();
+        }
+    }
+
+    /// From now on the count reaching zero completes [`drained`](Self::drained) (at once
+    /// if it is zero now).
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+        if self.live.load(Ordering::Acquire) == 0 {
+            self.drained.notify();
+        }
+    }
+
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Set once draining has begun and no connection is left.
+    pub fn drained(&self) -> &Notify {
+        &self.drained
+    }
+}
+
+/// An accepted connection's place in its server's [`LiveCount`] until the server's
+/// `on_open` claims it; dropped (the place given up) if the connection closes before.
+pub(crate) struct Admission(Option<Arc<LiveCount>>);
+
+impl Admission {
+    pub fn new(count: &Arc<LiveCount>) -> Admission {
+        count.entered();
+        Admission(Some(count.clone()))
+    }
+
+    /// Counts the connection in `count` from now on, for good (the caller owes the
+    /// [`LiveCount::left`]): the admission's own place when it is `count`'s, else a new
+    /// one (an admission of another server is given up).
+    pub fn claim(mut self, count: &LiveCount) {
+        match self.0.take() {
+            Some(own) if std::ptr::eq(&*own, count) => {}
+            other => {
+                count.entered();
+                if let Some(other) = other {
+                    other.left();
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        if let Some(count) = self.0.take() {
+            count.left();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+
+    fn is_drained(count: &LiveCount) -> bool {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let mut wait = std::pin::pin!(count.drained().wait());
+        wait.as_mut().poll(&mut cx).is_ready()
+    }
+
+    #[test]
+    fn an_admitted_connection_holds_the_drain_until_it_is_claimed_and_leaves() {
+        let count = Arc::new(LiveCount::new());
+        let admission = Admission::new(&count);
+        count.start_draining();
+        assert!(!is_drained(&count), "accepted, not yet opened");
+        admission.claim(&count);
+        assert!(!is_drained(&count), "opened");
+        count.left();
+        assert!(is_drained(&count));
+    }
+
+    #[test]
+    fn an_admission_dropped_unclaimed_gives_its_place_up() {
+        let count = Arc::new(LiveCount::new());
+        let admission = Admission::new(&count);
+        count.start_draining();
+        drop(admission);
+        assert!(is_drained(&count));
+    }
+
+    #[test]
+    fn an_admission_claimed_by_another_server_moves_there() {
+        let (a, b) = (Arc::new(LiveCount::new()), Arc::new(LiveCount::new()));
+        Admission::new(&a).claim(&b);
+        a.start_draining();
+        b.start_draining();
+        assert!(is_drained(&a));
+        assert!(!is_drained(&b));
+        b.left();
+        assert!(is_drained(&b));
+    }
+}
