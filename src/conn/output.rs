@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, RawFd};
+#[cfg(target_os = "linux")]
+use {super::splice::Pipe, std::sync::Arc};
 
 /// Sends at least this large are copied into their own chunk instead of the cork.
 const CORK_SIZE: usize = 16 * 1024;
@@ -41,6 +43,12 @@ enum Chunk {
         remaining: u64,
     },
     Datagram(Vec<u8>),
+    /// Bytes in a pipe, spliced into the socket (see `super::splice`).
+    #[cfg(target_os = "linux")]
+    Pipe {
+        pipe: Arc<Pipe>,
+        len: usize,
+    },
 }
 
 #[derive(Default)]
@@ -187,6 +195,10 @@ impl Output {
             Some(Chunk::Datagram(_)) => {
                 Err(io::Error::other("datagram queued on a stream connection"))
             }
+            #[cfg(target_os = "linux")]
+            Some(Chunk::Pipe { .. }) => Err(io::Error::other(
+                "spliced bytes queued on a connection with a layer",
+            )),
         }
     }
 
@@ -199,6 +211,22 @@ impl Output {
             file,
             offset,
             remaining: len,
+        });
+    }
+
+    /// Queues `len` bytes just spliced into `pipe` (after the pipe's bytes queued before).
+    #[cfg(target_os = "linux")]
+    pub fn push_pipe(&mut self, pipe: &Arc<Pipe>, len: usize) {
+        self.queued += len as u64;
+        if let Some(Chunk::Pipe { pipe: back, len: n }) = self.chunks.back_mut() {
+            if Arc::ptr_eq(back, pipe) {
+                *n += len;
+                return;
+            }
+        }
+        self.chunks.push_back(Chunk::Pipe {
+            pipe: pipe.clone(),
+            len,
         });
     }
 
@@ -266,6 +294,19 @@ impl Output {
                 Some(Chunk::Datagram(_)) => {
                     return Err(io::Error::other("datagram queued on a stream connection"));
                 }
+                #[cfg(target_os = "linux")]
+                Some(Chunk::Pipe { pipe, len }) => match pipe.splice_out(fd, *len) {
+                    Ok(n) => {
+                        *len -= n;
+                        self.queued -= n as u64;
+                        if *len == 0 {
+                            self.chunks.pop_front();
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                },
                 Some(Chunk::Bytes { .. }) => {
                     let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
                     let mut n = 0;
