@@ -395,6 +395,36 @@ mod tests {
         }
     }
 
+    /// Bytes queued before spliced ones leave first and the pipe's bytes follow in order;
+    /// consecutive moves into one pipe are one chunk.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn spliced_bytes_leave_in_order_behind_earlier_output() {
+        use std::io::{Read, Write};
+        use std::os::unix::net::UnixStream;
+        let pipe = Arc::new(Pipe::new(std::sync::Weak::new(), 64 * 1024).unwrap());
+        let (mut from, source) = UnixStream::pair().unwrap();
+        let (dest, mut to) = UnixStream::pair().unwrap();
+        dest.set_nonblocking(true).unwrap();
+        let mut o = Output::default();
+        o.push_bytes(&[IoSlice::new(b"first ")]);
+        for part in [&b"second "[..], b"third"] {
+            from.write_all(part).unwrap();
+            let n = pipe.splice_in(source.as_raw_fd(), 1024).unwrap();
+            assert_eq!(n, part.len());
+            o.push_pipe(&pipe, n);
+        }
+        assert_eq!(o.chunks.len(), 2);
+        assert_eq!(o.queued(), 18);
+        o.write_to(dest.as_raw_fd()).unwrap();
+        assert_eq!(o.queued(), 0);
+        assert!(o.chunks.is_empty());
+        drop(dest);
+        let mut got = String::new();
+        to.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "first second third");
+    }
+
     #[test]
     fn a_file_range_longer_than_u32_is_counted_whole() {
         // On a 32-bit target `len as usize` kept 5 of these bytes: the output looked

@@ -48,7 +48,8 @@ pub(crate) struct Pipe {
 }
 
 impl Pipe {
-    fn new(source: &Conn, size: usize) -> io::Result<Pipe> {
+    /// A pipe asked for `size` bytes, whose writer is `source`.
+    pub(super) fn new(source: Weak<ConnInner>, size: usize) -> io::Result<Pipe> {
         let (read, write) = pipe::pipe()?;
         let capacity = pipe::set_pipe_size(write.as_raw_fd(), size);
         Ok(Pipe {
@@ -57,8 +58,16 @@ impl Pipe {
             capacity,
             held: AtomicUsize::new(0),
             waiting: AtomicBool::new(false),
-            source: Arc::downgrade(&source.inner),
+            source,
         })
+    }
+
+    /// Moves up to `len` bytes from the socket `fd` into the pipe; `Ok(0)` is its EOF.
+    pub(super) fn splice_in(&self, fd: RawFd, len: usize) -> io::Result<usize> {
+        let n = pipe::splice(fd, self.write.as_raw_fd(), len)?;
+        // Counted before they are queued, so the destination never takes more than this.
+        self.held.fetch_add(n, Ordering::SeqCst);
+        Ok(n)
     }
 
     /// Writes up to `len` of the pipe's bytes (all queued on `fd`'s connection) to `fd`.
@@ -119,7 +128,8 @@ pub(crate) fn splice_pair(
     if !plain(a) || !plain(b) {
         return false;
     }
-    let pipes = match (Pipe::new(a, pipe_size), Pipe::new(b, pipe_size)) {
+    let new = |source: &Conn| Pipe::new(Arc::downgrade(&source.inner), pipe_size);
+    let pipes = match (new(a), new(b)) {
         (Ok(ab), Ok(ba)) => [ab, ba],
         (Err(e), _) | (_, Err(e)) => {
             tracing::debug!(error = %e, "no pipe for splicing: the relay copies");
@@ -164,7 +174,7 @@ impl ConnInner {
             let moved = if room == 0 {
                 Err(io::ErrorKind::WouldBlock.into())
             } else {
-                pipe::splice(self.fd, pipe.write.as_raw_fd(), room)
+                pipe.splice_in(self.fd, room)
             };
             match moved {
                 Ok(0) => {
@@ -173,7 +183,6 @@ impl ConnInner {
                     return ReadEnd::Eof;
                 }
                 Ok(n) => {
-                    pipe.held.fetch_add(n, Ordering::SeqCst);
                     let queued = link.peer.inner.enqueue(|io| io.out.push_pipe(pipe, n));
                     if queued.is_err() {
                         // The peer takes no more, as when a copying relay's send fails.
