@@ -3,8 +3,11 @@
 //! 127.0.0.1, plus raw-socket clients for what curl cannot show (reply bytes, half close,
 //! slow handshakes, idle tunnels). With CI=true a missing curl fails the test.
 
+#[cfg(feature = "tls")]
+mod common;
+
 use fibr::proxy::{relay, ProxyConfig, Relay, RelayConfig, Rules, Server};
-use fibr::{Binding, Config, Conn, Engine, Handler};
+use fibr::{Backend, Binding, Config, Conn, Engine, Handler};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
@@ -496,66 +499,327 @@ fn idle_tunnel_is_closed() {
     all_closed(&engine);
 }
 
-/// `fibr::proxy::relay` on its own: a binding that dials a fixed target for each client
-/// and relays the two; the counters say what went each way.
-#[test]
-fn relay_counts_both_directions() {
-    struct Front {
-        engine: Arc<OnceLock<Engine>>,
-        target: SocketAddr,
-        relay: Arc<Mutex<Option<Relay>>>,
-    }
-    struct Back {
-        client: Conn,
-        relay: Arc<Mutex<Option<Relay>>>,
-    }
-    impl Handler for Front {
-        fn on_open(&self, client: &Conn) {
-            client.hold_reads();
-            let back = Back {
-                client: client.clone(),
-                relay: self.relay.clone(),
-            };
-            if Conn::dial(self.engine.get().unwrap(), self.target, back).is_err() {
-                client.close();
-            }
+// ---------------------------------------------------------------------------------------
+// `fibr::proxy::relay` on its own.
+
+/// The front of a relaying engine: for each client it dials `target` and relays the two
+/// with `config` (the client is side A); each relay started is pushed on `relays`.
+#[derive(Clone)]
+struct Front {
+    engine: Arc<OnceLock<Engine>>,
+    target: SocketAddr,
+    config: RelayConfig,
+    relays: Arc<Mutex<Vec<Relay>>>,
+}
+
+/// The target connection's handler until the relay replaces it.
+struct Back {
+    client: Conn,
+    front: Front,
+}
+
+impl Handler for Front {
+    fn on_open(&self, client: &Conn) {
+        client.hold_reads();
+        let back = Back {
+            client: client.clone(),
+            front: self.clone(),
+        };
+        if Conn::dial(self.engine.get().unwrap(), self.target, back).is_err() {
+            client.close();
         }
-        fn on_data(&self, _: &Conn, _: &[u8]) {}
     }
-    impl Handler for Back {
-        fn on_open(&self, target: &Conn) {
-            let r = relay(&self.client, target, &RelayConfig::default());
-            *self.relay.lock().unwrap() = Some(r);
-        }
-        fn on_data(&self, _: &Conn, _: &[u8]) {}
+    fn on_data(&self, _: &Conn, _: &[u8]) {}
+}
+
+impl Handler for Back {
+    fn on_open(&self, target: &Conn) {
+        let r = relay(&self.client, target, &self.front.config);
+        self.front.relays.lock().unwrap().push(r);
     }
-    let slot = Arc::new(Mutex::new(None));
-    let cell = Arc::new(OnceLock::new());
+    fn on_data(&self, _: &Conn, _: &[u8]) {}
+}
+
+/// An engine with `config` whose one binding, made by `bind` from a [`Front`], relays
+/// to `target` with `relay_config`: (the engine, its address, the relays it started).
+fn relaying(
+    config: Config,
+    target: SocketAddr,
+    relay_config: RelayConfig,
+    bind: impl FnOnce(Front) -> Binding,
+) -> (Engine, SocketAddr, Arc<Mutex<Vec<Relay>>>) {
     let front = Front {
-        engine: cell.clone(),
-        target: target(),
-        relay: slot.clone(),
+        engine: Arc::new(OnceLock::new()),
+        target,
+        config: relay_config,
+        relays: Arc::new(Mutex::new(Vec::new())),
     };
-    let engine = Engine::new(
-        Config::default().with_workers(2),
-        [Binding::tcp("127.0.0.1:0", front)],
-    )
-    .unwrap();
+    let (cell, relays) = (front.engine.clone(), front.relays.clone());
+    let engine = Engine::new(config, [bind(front)]).unwrap();
     let _ = cell.set(engine.clone());
-    let mut s = stream(engine.binding_addrs(0)[0]);
-    let mut sent = b"COUNT".to_vec();
-    sent.resize(3 * 1024 * 1024 + 5, b'x');
-    s.write_all(&sent).unwrap();
-    s.shutdown(Shutdown::Write).unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    assert_eq!(answer, sent.len().to_string());
+    let addr = engine.binding_addrs(0)[0];
+    (engine, addr, relays)
+}
+
+fn plain(front: Front) -> Binding {
+    Binding::tcp("127.0.0.1:0", front)
+}
+
+/// The one relay `relays` holds, once it has started.
+fn the_relay(relays: &Mutex<Vec<Relay>>) -> Relay {
+    let until = Instant::now() + IO_TIMEOUT;
+    loop {
+        if let Some(r) = relays.lock().unwrap().first() {
+            return r.clone();
+        }
+        assert!(Instant::now() < until, "no relay started");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Whether a relay of two plain TCP connections on an engine with `config` splices (by
+/// default it does wherever it can: Linux's epoll backend).
+fn splices(config: &Config) -> bool {
+    cfg!(target_os = "linux") && config.backend == Backend::Epoll
+}
+
+/// The counters say what went each way, on both paths, and the client's half close
+/// reaches the target (which answers only after it), while the answer still comes back.
+#[test]
+fn relay_counts_both_directions_and_passes_a_half_close() {
+    let t = target();
+    for splice in [true, false] {
+        let config = Config::default().with_workers(2);
+        let relay_config = RelayConfig::default().with_splice(splice);
+        let (engine, addr, relays) = relaying(config.clone(), t, relay_config, plain);
+        let mut s = stream(addr);
+        let mut sent = b"COUNT".to_vec();
+        sent.resize(3 * 1024 * 1024 + 5, b'x');
+        s.write_all(&sent).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert_eq!(answer, sent.len().to_string(), "splice: {splice}");
+        all_closed(&engine);
+        let relay = the_relay(&relays);
+        assert!(relay.is_done());
+        assert_eq!(relay.bytes_a_to_b(), sent.len() as u64);
+        assert_eq!(relay.bytes_b_to_a(), answer.len() as u64);
+        let spliced = splice && splices(&config);
+        assert_eq!(relay.spliced(), spliced, "splice: {splice}");
+        let all = relay.bytes_a_to_b() + relay.bytes_b_to_a();
+        assert_eq!(relay.bytes_spliced(), if spliced { all } else { 0 });
+        engine.shutdown(Duration::ZERO);
+    }
+}
+
+const HUGE: usize = 64 * 1024 * 1024;
+
+/// What each end sends in [`a_spliced_relay_carries_64_mib_each_way_at_once`]: a pattern
+/// that shows a lost, repeated or reordered chunk.
+fn huge() -> &'static [u8] {
+    static BODY: OnceLock<Vec<u8>> = OnceLock::new();
+    BODY.get_or_init(|| {
+        (0..HUGE)
+            .map(|i| (i % 253) as u8 ^ (i >> 12) as u8)
+            .collect()
+    })
+}
+
+/// Sends [`huge`] on `s`, then its EOF, while reading what comes back until the peer's EOF:
+/// how many bytes came, each checked against [`huge`] as it arrives.
+fn exchange_huge(mut s: TcpStream) -> usize {
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let writer = thread::spawn(move || {
+        w.write_all(huge()).unwrap();
+        w.shutdown(Shutdown::Write).unwrap();
+    });
+    let want = huge();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut got = 0;
+    loop {
+        let n = s.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        assert!(got + n <= want.len(), "more bytes came than were sent");
+        assert!(
+            buf[..n] == want[got..got + n],
+            "bytes from {got} changed on the way"
+        );
+        got += n;
+    }
+    writer.join().unwrap();
+    got
+}
+
+#[test]
+fn a_spliced_relay_carries_64_mib_each_way_at_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let t = listener.local_addr().unwrap();
+    let far = thread::spawn(move || exchange_huge(listener.accept().unwrap().0));
+    let config = Config::default().with_workers(2);
+    let (engine, addr, relays) = relaying(config.clone(), t, RelayConfig::default(), plain);
+    let near = exchange_huge(stream(addr));
+    assert_eq!(near, HUGE, "the client got what the target sent");
+    assert_eq!(
+        far.join().unwrap(),
+        HUGE,
+        "the target got what the client sent"
+    );
     all_closed(&engine);
-    let relay = slot.lock().unwrap().take().expect("the relay started");
-    assert!(relay.is_done());
-    assert_eq!(relay.bytes_a_to_b(), sent.len() as u64);
+    let relay = the_relay(&relays);
+    assert_eq!(relay.bytes_a_to_b(), HUGE as u64);
+    assert_eq!(relay.bytes_b_to_a(), HUGE as u64);
+    assert_eq!(relay.spliced(), splices(&config));
+    if splices(&config) {
+        assert_eq!(
+            relay.bytes_spliced(),
+            2 * HUGE as u64,
+            "all of it was spliced"
+        );
+    }
+    engine.shutdown(Duration::ZERO);
+}
+
+/// CPU time (user and system) so far of this process's threads whose name starts with
+/// `prefix`.
+fn cpu_of_threads(prefix: &str) -> Duration {
+    let mut ticks = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ...`: utime and stime are the 12th and 13th fields after comm.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    }
+    // SAFETY: sysconf only reads a system constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
+/// A client that reads nothing, then slowly: the target is held back (it stops writing,
+/// and the relay's threads sit idle: no busy loop), and what the relay keeps queued
+/// (with splicing: the pipe's bytes, counted as the client's queued output) never
+/// passes the buffer plus one pipe (or one read, copying).
+#[test]
+fn a_slow_reader_pauses_the_sender_within_the_bound() {
+    const TOTAL: usize = 64 * 1024 * 1024;
+    const BUFFER: usize = 64 * 1024;
+    // The pipe asked for BUFFER bytes is that big (a power of two of pages), as is a read.
+    const BOUND: usize = 2 * BUFFER;
+    let (t, written) = flood(TOTAL);
+    let config = Config::default()
+        .with_workers(2)
+        .with_read_buffer_size(BUFFER)
+        .with_thread_name("slowrd");
+    let relay_config = RelayConfig::default().with_buffer(BUFFER);
+    let (engine, addr, relays) = relaying(config.clone(), t, relay_config, plain);
+    let mut s = stream(addr);
+    let relay = the_relay(&relays);
+    assert_eq!(relay.spliced(), splices(&config));
+    let mut max_queued = 0;
+    let mut sample = |engine: &Engine| {
+        max_queued = max_queued.max(engine.queued_bytes());
+        assert!(max_queued <= BOUND, "{max_queued} bytes queued");
+    };
+    // Until the target is stuck: the socket buffers on the way and the relay are full.
+    let until = Instant::now() + IO_TIMEOUT;
+    let (mut last, mut since) = (written.load(Ordering::Relaxed), Instant::now());
+    while since.elapsed() < Duration::from_millis(300) {
+        assert!(Instant::now() < until, "the target never stopped");
+        sample(&engine);
+        thread::sleep(Duration::from_millis(5));
+        let now = written.load(Ordering::Relaxed);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
+    assert!(
+        last < TOTAL / 2,
+        "the target wrote {last} bytes to a client that reads none"
+    );
+    let cpu = cpu_of_threads("slowrd");
+    thread::sleep(Duration::from_millis(500));
+    let spent = cpu_of_threads("slowrd") - cpu;
+    assert!(
+        spent < Duration::from_millis(100),
+        "{spent:?} of CPU while paused"
+    );
+    assert_eq!(written.load(Ordering::Relaxed), last, "the target went on");
+    assert!(
+        engine.queued_bytes() > 0,
+        "what waits for the client counts as queued"
+    );
+    let mut got = 0;
+    let mut buf = vec![0u8; 16 * 1024];
+    for reads in 0.. {
+        if got == TOTAL {
+            break;
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "EOF after {got} bytes");
+        got += n;
+        sample(&engine);
+        if reads % 16 == 0 {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    assert!(max_queued > 0);
+    drop(s);
+    all_closed(&engine);
+    assert_eq!(relay.bytes_b_to_a(), TOTAL as u64);
+    if splices(&config) {
+        assert_eq!(relay.bytes_spliced(), TOTAL as u64);
+    }
+    engine.shutdown(Duration::ZERO);
+}
+
+/// With TLS on the client's side the relay copies (a record layer sits between that
+/// socket and the bytes), and the bytes still arrive intact both ways.
+#[cfg(feature = "tls")]
+#[test]
+fn a_tls_side_keeps_the_copying_path() {
+    use common::pki::Pki;
+    use fibr::tls::{rustls, TlsServer};
+    use rustls::pki_types::ServerName;
+    use rustls::{ClientConnection, StreamOwned};
+
+    let pki = Pki::new();
+    let leaf = pki.server(&["localhost"]);
+    let tls = Arc::new(pki.server_config(&leaf));
+    let t = target();
+    let (engine, addr, relays) = relaying(
+        Config::default().with_workers(2),
+        t,
+        RelayConfig::default(),
+        |front| Binding::tcp("127.0.0.1:0", TlsServer::new(tls, front)),
+    );
+    let name = ServerName::try_from("localhost").unwrap();
+    let client = ClientConnection::new(Arc::new(pki.client_config()), name).unwrap();
+    let mut s = StreamOwned::new(client, stream(addr));
+    s.write_all(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    assert!(answer.ends_with(big_body()), "the body changed on the way");
+    drop(s);
+    all_closed(&engine);
+    let relay = the_relay(&relays);
+    assert!(!relay.spliced());
+    assert_eq!(relay.bytes_spliced(), 0);
     assert_eq!(relay.bytes_b_to_a(), answer.len() as u64);
-    cell.get().unwrap().shutdown(Duration::ZERO);
+    engine.shutdown(Duration::ZERO);
 }
 
 // ---------------------------------------------------------------------------------------

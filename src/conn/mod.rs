@@ -13,12 +13,16 @@ mod linger;
 pub(crate) mod live;
 mod open;
 mod output;
+#[cfg(target_os = "linux")]
+mod splice;
 mod stall;
 pub(crate) mod udp;
 
 #[cfg(all(feature = "hyper", feature = "ws"))]
 pub(crate) use open::adopt;
 pub(crate) use open::Listener;
+#[cfg(target_os = "linux")]
+pub(crate) use splice::{splice_pair, Spliced};
 
 use crate::buf::PooledBuf;
 use crate::exec::pool::Runnable;
@@ -108,6 +112,8 @@ const F_NEW_HANDLER: u32 = 1 << 11; // set_handler replaced the handler (a round
 const F_WR_SHUT: u32 = 1 << 12; // shutdown_write was called: no more sends are taken
 const F_LAYER: u32 = 1 << 13; // a record layer (TLS) sits between the socket and the handler
 const F_LAYER_REPLAY: u32 = 1 << 14; // the layer's kept input was handed to it unread (mux)
+#[cfg(target_os = "linux")]
+const F_SPLICE: u32 = 1 << 15; // reads are spliced toward a peer (`Io::splice`)
 
 /// How many rounds a connection runs back to back before letting others go first.
 const ROUNDS_PER_TURN: usize = 4;
@@ -150,6 +156,9 @@ struct Io {
     stall: Option<Box<stall::Stall>>,
     /// A record layer (TLS) between the socket and the handler, if one was started.
     layer: Option<Box<layer::LayerIo>>,
+    /// Where reads are spliced to, if the connection is spliced to a peer.
+    #[cfg(target_os = "linux")]
+    splice: Option<Arc<splice::Link>>,
 }
 
 /// A closing connection's last stage (see `Io::after_output`).
@@ -225,6 +234,8 @@ impl ConnInner {
                 after_output: None,
                 stall: None,
                 layer: None,
+                #[cfg(target_os = "linux")]
+                splice: None,
             }),
             peer,
             local,
@@ -400,6 +411,29 @@ impl ConnInner {
         Ok(())
     }
 
+    /// Queues output with `push` unless the connection is closed or its write side shut.
+    /// Inside a round it joins the round's write; elsewhere the connection's task writes
+    /// it, keeping the order of output and the watermark logic in one place.
+    fn enqueue(self: &Arc<Self>, push: impl FnOnce(&mut Io)) -> io::Result<()> {
+        let mut io = self.io.lock().unwrap();
+        if !io.open || self.flag(F_CLOSING) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the connection is closed",
+            ));
+        }
+        self.check_write_open()?;
+        let before = io.queued();
+        push(&mut io);
+        self.account(before, io.queued());
+        let in_round = io.in_round;
+        drop(io);
+        if !in_round {
+            self.notify(EV_FLUSH);
+        }
+        Ok(())
+    }
+
     /// Reloads `handler` if [`Conn::set_handler`] replaced it since it was loaded, so the
     /// next callback of the round goes to the new one.
     #[inline]
@@ -414,6 +448,10 @@ impl ConnInner {
     /// Reads until a short read (or until reads must stop), handing each read to the
     /// handler, through the connection's layer if it has one.
     fn read_round(&self, conn: &Conn, handler: &mut Arc<dyn Handler>) -> ReadEnd {
+        #[cfg(target_os = "linux")]
+        if self.flag(F_SPLICE) {
+            return self.splice_round(conn);
+        }
         let layered = self.flag(F_LAYER);
         // A layered read starts with the partial record kept from the last round.
         let (mut buf, mut filled) = if layered {
@@ -724,6 +762,11 @@ impl ConnInner {
             let before = io.queued();
             io.out.clear();
             io.layer = None;
+            // The link holds the peer, whose link holds this connection.
+            #[cfg(target_os = "linux")]
+            {
+                io.splice = None;
+            }
             self.account(before, 0);
             io.fd.take()
         };
@@ -863,62 +906,29 @@ impl Conn {
 
     /// Sends several buffers as one (gathered into the round's write).
     pub fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
-        let inner = &self.inner;
-        let mut io = inner.io.lock().unwrap();
-        if !io.open || inner.flag(F_CLOSING) {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "the connection is closed",
-            ));
-        }
-        inner.check_write_open()?;
-        let before = io.queued();
-        if inner.kind == Kind::Udp {
-            for b in bufs {
-                io.out.push_datagram(b);
+        let udp = self.inner.kind == Kind::Udp;
+        self.inner.enqueue(|io| {
+            if udp {
+                for b in bufs {
+                    io.out.push_datagram(b);
+                }
+            } else {
+                io.sink().push_bytes(bufs);
             }
-        } else {
-            io.sink().push_bytes(bufs);
-        }
-        if io.in_round {
-            inner.account(before, io.queued());
-            return Ok(());
-        }
-        // Outside a round: let the connection's task write it, keeping the order of output
-        // and the watermark logic in one place.
-        inner.account(before, io.queued());
-        drop(io);
-        inner.notify(EV_FLUSH);
-        Ok(())
+        })
     }
 
     /// Sends `len` bytes of `file` starting at `offset`, with sendfile(2) where available.
     pub fn send_file(&self, file: &File, offset: u64, len: u64) -> io::Result<()> {
-        let inner = &self.inner;
-        if inner.kind == Kind::Udp {
+        if self.inner.kind == Kind::Udp {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "send_file on a UDP peer",
             ));
         }
         let file = file.try_clone()?;
-        let mut io = inner.io.lock().unwrap();
-        if !io.open || inner.flag(F_CLOSING) {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "the connection is closed",
-            ));
-        }
-        inner.check_write_open()?;
-        let before = io.queued();
-        io.sink().push_file(file, offset, len);
-        inner.account(before, io.queued());
-        let in_round = io.in_round;
-        drop(io);
-        if !in_round {
-            inner.notify(EV_FLUSH);
-        }
-        Ok(())
+        self.inner
+            .enqueue(|io| io.sink().push_file(file, offset, len))
     }
 
     /// Closes the connection once its queued output is written.

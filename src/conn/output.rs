@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, RawFd};
+#[cfg(target_os = "linux")]
+use {super::splice::Pipe, std::sync::Arc};
 
 /// Sends at least this large are copied into their own chunk instead of the cork.
 const CORK_SIZE: usize = 16 * 1024;
@@ -41,6 +43,12 @@ enum Chunk {
         remaining: u64,
     },
     Datagram(Vec<u8>),
+    /// Bytes in a pipe, spliced into the socket (see `super::splice`).
+    #[cfg(target_os = "linux")]
+    Pipe {
+        pipe: Arc<Pipe>,
+        len: usize,
+    },
 }
 
 #[derive(Default)]
@@ -187,6 +195,10 @@ impl Output {
             Some(Chunk::Datagram(_)) => {
                 Err(io::Error::other("datagram queued on a stream connection"))
             }
+            #[cfg(target_os = "linux")]
+            Some(Chunk::Pipe { .. }) => Err(io::Error::other(
+                "spliced bytes queued on a connection with a layer",
+            )),
         }
     }
 
@@ -199,6 +211,22 @@ impl Output {
             file,
             offset,
             remaining: len,
+        });
+    }
+
+    /// Queues `len` bytes just spliced into `pipe` (after the pipe's bytes queued before).
+    #[cfg(target_os = "linux")]
+    pub fn push_pipe(&mut self, pipe: &Arc<Pipe>, len: usize) {
+        self.queued += len as u64;
+        if let Some(Chunk::Pipe { pipe: back, len: n }) = self.chunks.back_mut() {
+            if Arc::ptr_eq(back, pipe) {
+                *n += len;
+                return;
+            }
+        }
+        self.chunks.push_back(Chunk::Pipe {
+            pipe: pipe.clone(),
+            len,
         });
     }
 
@@ -266,6 +294,19 @@ impl Output {
                 Some(Chunk::Datagram(_)) => {
                     return Err(io::Error::other("datagram queued on a stream connection"));
                 }
+                #[cfg(target_os = "linux")]
+                Some(Chunk::Pipe { pipe, len }) => match pipe.splice_out(fd, *len) {
+                    Ok(n) => {
+                        *len -= n;
+                        self.queued -= n as u64;
+                        if *len == 0 {
+                            self.chunks.pop_front();
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                },
                 Some(Chunk::Bytes { .. }) => {
                     let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
                     let mut n = 0;
@@ -352,6 +393,36 @@ mod tests {
             } => assert_eq!(v, b"de"),
             _ => panic!("leftover should be owned"),
         }
+    }
+
+    /// Bytes queued before spliced ones leave first and the pipe's bytes follow in order;
+    /// consecutive moves into one pipe are one chunk.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn spliced_bytes_leave_in_order_behind_earlier_output() {
+        use std::io::{Read, Write};
+        use std::os::unix::net::UnixStream;
+        let pipe = Arc::new(Pipe::new(std::sync::Weak::new(), 64 * 1024).unwrap());
+        let (mut from, source) = UnixStream::pair().unwrap();
+        let (dest, mut to) = UnixStream::pair().unwrap();
+        dest.set_nonblocking(true).unwrap();
+        let mut o = Output::default();
+        o.push_bytes(&[IoSlice::new(b"first ")]);
+        for part in [&b"second "[..], b"third"] {
+            from.write_all(part).unwrap();
+            let n = pipe.splice_in(source.as_raw_fd(), 1024).unwrap();
+            assert_eq!(n, part.len());
+            o.push_pipe(&pipe, n);
+        }
+        assert_eq!(o.chunks.len(), 2);
+        assert_eq!(o.queued(), 18);
+        o.write_to(dest.as_raw_fd()).unwrap();
+        assert_eq!(o.queued(), 0);
+        assert!(o.chunks.is_empty());
+        drop(dest);
+        let mut got = String::new();
+        to.read_to_string(&mut got).unwrap();
+        assert_eq!(got, "first second third");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! OS backends: readiness pollers and the raw socket calls the rest of fibr is built on.
 //!
+//! `pipe` (Linux) has the pipes and `splice(2)` of the relay's zero-copy path.
+//!
 //! Two pollers sit behind one type. The native one is edge-triggered epoll with direct
 //! syscalls (Linux only). The portable one is the `polling` crate in one-shot mode (epoll
 //! on Linux, kqueue on macOS and the BSDs, event ports on illumos), the lowest common
@@ -20,6 +22,8 @@ compile_error!(
 
 #[cfg(target_os = "linux")]
 mod epoll;
+#[cfg(target_os = "linux")]
+pub(crate) mod pipe;
 mod portable;
 pub(crate) mod socket;
 
