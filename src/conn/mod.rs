@@ -277,6 +277,12 @@ impl ConnInner {
         self.flag(F_HELD | F_PAUSED | F_CLOSING | F_EOF | F_CONNECTING)
     }
 
+    /// Splicing is Linux's alone (`splice.rs`).
+    #[cfg(not(target_os = "linux"))]
+    fn spliced(&self) -> bool {
+        false
+    }
+
     /// Calls a handler callback, turning a panic into a closed connection.
     fn call(&self, conn: &Conn, what: &str, f: impl FnOnce()) -> bool {
         match catch_unwind(AssertUnwindSafe(f)) {
@@ -508,9 +514,9 @@ impl ConnInner {
                     if !self.call(conn, "on_data", || handler.on_data(conn, &buf[..n])) {
                         return ReadEnd::Closed;
                     }
-                    if self.flag(F_LAYER) {
-                        // The handler started a layer (a mux found TLS): the next round reads
-                        // through it.
+                    if self.flag(F_LAYER) || self.spliced() {
+                        // The handler started a layer (a mux found TLS) or splicing (a relay
+                        // saw a bulk read): the next round reads through it.
                         self.set(F_READ_PENDING);
                         break ReadEnd::Open;
                     }

@@ -154,6 +154,11 @@ pub(crate) fn splice_pair(
 }
 
 impl ConnInner {
+    /// True once this connection's reads are spliced.
+    pub(super) fn spliced(&self) -> bool {
+        self.flag(F_SPLICE)
+    }
+
     /// A spliced connection's reads: moves what the socket has into the pipe toward the
     /// peer until the socket is drained, reads must stop, or the pipe is full.
     pub(super) fn splice_round(&self, conn: &Conn) -> ReadEnd {

@@ -9,11 +9,15 @@
 //! Each side's handler holds the other side's `Conn`, a reference cycle that `on_close`
 //! breaks by dropping it.
 //!
-//! On Linux's epoll backend, when both connections are plain TCP (no TLS layer), the
-//! bytes move socket → pipe → socket with `splice(2)` instead ([`RelayConfig::splice`]):
-//! the connections' own rounds do it (`conn::splice`), the pipe's bytes are queued
-//! output of the receiving side, and `on_spliced` takes the place of `on_data`, so the
-//! bound, the half close, the idle clock and the counters are the same code.
+//! On Linux's epoll backend, when both connections are plain TCP (no TLS layer), a tunnel
+//! that carries a bulk transfer (one read of [`RelayConfig::splice_after`] bytes or more)
+//! moves its bytes socket → pipe → socket with `splice(2)` from then on
+//! ([`RelayConfig::splice`]): the connections' own rounds do it (`conn::splice`), the
+//! pipe's bytes are queued output of the receiving side, and `on_spliced` takes the place
+//! of `on_data`, so the bound, the half close, the idle clock and the counters are the
+//! same code. Interactive and idle tunnels keep copying: they never hold pipes (four
+//! descriptors and the kernel's pipe memory per tunnel), and a small message costs less
+//! copied than spliced.
 
 use crate::conn::{Conn, Handler};
 use crate::time::Sleep;
@@ -21,7 +25,7 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::Context;
 use std::time::{Duration, Instant};
 
@@ -34,20 +38,27 @@ pub struct RelayConfig {
     /// Closes the tunnel after this long without a byte in either direction (None: never).
     pub idle_timeout: Option<Duration>,
     /// Moves the bytes with `splice(2)` where it can (Linux, the epoll backend, both
-    /// connections plain TCP): kernel to kernel, never through fibr's memory. It costs two
-    /// pipes per relay, four descriptors, each pipe asked for `buffer` bytes (the kernel
-    /// may give less); turn it off where descriptors are short. Elsewhere, and when the
-    /// pipes cannot be made, the relay copies.
+    /// connections plain TCP) once the tunnel carries a bulk transfer: kernel to kernel,
+    /// never through fibr's memory. It costs two pipes per such relay, four descriptors,
+    /// each pipe asked for `buffer` bytes (the kernel may give less); turn it off where
+    /// descriptors are short. Elsewhere, and when the pipes cannot be made, the relay
+    /// copies.
     pub splice: bool,
+    /// A read of at least this many bytes (either way) switches the tunnel to `splice`:
+    /// a bulk transfer. With the engine's `Config::read_buffer_size` below it, a tunnel
+    /// never splices.
+    pub splice_after: usize,
 }
 
 impl Default for RelayConfig {
-    /// 256 KiB per direction, five minutes idle, splicing where it can.
+    /// 256 KiB per direction, five minutes idle, splicing where it can from the first
+    /// read of 16 KiB (the engine's default read buffer, filled).
     fn default() -> RelayConfig {
         RelayConfig {
             buffer: 256 * 1024,
             idle_timeout: Some(Duration::from_secs(300)),
             splice: true,
+            splice_after: 16 * 1024,
         }
     }
 }
@@ -56,13 +67,13 @@ config_setters!(RelayConfig {
     set with_buffer => buffer: usize,
     opt with_idle_timeout => idle_timeout: Duration,
     set with_splice => splice: bool,
+    set with_splice_after => splice_after: usize,
 });
 
 /// A running relay's counters, shared with its handlers.
 #[derive(Clone, Debug)]
 pub struct Relay {
     tunnel: Arc<Tunnel>,
-    spliced: bool,
 }
 
 impl Relay {
@@ -76,9 +87,9 @@ impl Relay {
         self.tunnel.bytes[B].load(Ordering::Relaxed)
     }
 
-    /// True if the relay moves its bytes with `splice(2)` (see [`RelayConfig::splice`]).
+    /// True once the relay moves its bytes with `splice(2)` (see [`RelayConfig::splice`]).
     pub fn spliced(&self) -> bool {
-        self.spliced
+        self.tunnel.splicing.load(Ordering::Acquire)
     }
 
     /// Of the bytes relayed (both ways), how many were spliced: never in fibr's memory.
@@ -102,6 +113,10 @@ struct Tunnel {
     bytes: [AtomicU64; 2],
     /// Of those, the bytes spliced (both ways).
     spliced: AtomicU64,
+    /// How and when to start splicing; None: never.
+    splice: Option<SpliceStart>,
+    /// Splicing started.
+    splicing: AtomicBool,
     /// Bit `i`: side `i` sent its EOF.
     eof: AtomicU8,
     done: AtomicBool,
@@ -109,6 +124,17 @@ struct Tunnel {
     /// Milliseconds after `start` of the last byte relayed.
     last: AtomicU64,
     idle: Option<Duration>,
+}
+
+/// What a side needs to start splicing the tunnel once it sees a bulk read.
+#[derive(Debug)]
+struct SpliceStart {
+    after: usize,
+    pipe_size: usize,
+    /// Set by the first side to try (once per tunnel, whatever the outcome).
+    tried: AtomicBool,
+    /// Both sides' handlers (weak: they hold the tunnel), set once the relay is made.
+    sides: std::sync::OnceLock<[Weak<Side>; 2]>,
 }
 
 impl Tunnel {
@@ -184,6 +210,34 @@ impl crate::conn::Spliced for Side {
     }
 }
 
+impl Side {
+    /// A read of `len` bytes from `conn` (toward `peer`): the first bulk one starts
+    /// splicing, in this round (the bytes read so far were sent, so order holds).
+    #[cfg(target_os = "linux")]
+    fn maybe_splice(&self, conn: &Conn, peer: &Conn, len: usize) {
+        let Some(start) = &self.tunnel.splice else {
+            return;
+        };
+        let Some([a, b]) = start.sides.get() else {
+            return;
+        };
+        if len < start.after || start.tried.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (Some(a), Some(b)) = (a.upgrade(), b.upgrade()) else {
+            return;
+        };
+        let (conn_a, conn_b) = if self.me == A {
+            (conn, peer)
+        } else {
+            (peer, conn)
+        };
+        if crate::conn::splice_pair(conn_a, conn_b, start.pipe_size, [a, b]) {
+            self.tunnel.splicing.store(true, Ordering::Release);
+        }
+    }
+}
+
 impl Handler for Side {
     fn on_data(&self, conn: &Conn, data: &[u8]) {
         let Some(peer) = self.peer() else {
@@ -193,6 +247,8 @@ impl Handler for Side {
             return conn.close();
         }
         self.relayed(conn, &peer, data.len());
+        #[cfg(target_os = "linux")]
+        self.maybe_splice(conn, &peer, data.len());
     }
 
     fn on_drained(&self, _conn: &Conn) {
@@ -245,6 +301,13 @@ pub fn relay(a: &Conn, b: &Conn, config: &RelayConfig) -> Relay {
     let tunnel = Arc::new(Tunnel {
         bytes: [AtomicU64::new(0), AtomicU64::new(0)],
         spliced: AtomicU64::new(0),
+        splice: (config.splice && cfg!(target_os = "linux")).then(|| SpliceStart {
+            after: config.splice_after,
+            pipe_size: config.buffer,
+            tried: AtomicBool::new(false),
+            sides: std::sync::OnceLock::new(),
+        }),
+        splicing: AtomicBool::new(false),
         eof: AtomicU8::new(0),
         done: AtomicBool::new(false),
         start: Instant::now(),
@@ -271,20 +334,17 @@ pub fn relay(a: &Conn, b: &Conn, config: &RelayConfig) -> Relay {
         side_b.forget_peer();
         a.close();
         b.close();
-        return Relay {
-            tunnel,
-            spliced: false,
-        };
+        return Relay { tunnel };
     }
-    #[cfg(target_os = "linux")]
-    let spliced = config.splice
-        && crate::conn::splice_pair(a, b, config.buffer, [side_a.clone(), side_b.clone()]);
-    #[cfg(not(target_os = "linux"))]
-    let spliced = false;
+    if let Some(start) = &tunnel.splice {
+        let _ = start
+            .sides
+            .set([Arc::downgrade(&side_a), Arc::downgrade(&side_b)]);
+    }
     if let Some(idle) = config.idle_timeout {
         side_a.arm(a, Instant::now() + idle);
     }
     a.resume_reads();
     b.resume_reads();
-    Relay { tunnel, spliced }
+    Relay { tunnel }
 }
