@@ -548,6 +548,9 @@ impl ConnInner {
             return;
         }
         let before = io.queued();
+        // A close or half close asked for after this flush began is left to the round its
+        // notify runs: the flush's layer must have sealed its end (TLS close_notify) first.
+        let ending = self.flags.load(Ordering::Acquire) & (F_CLOSING | F_SHUT_WR);
         let flushed = if self.flag(F_CONNECTING) {
             Ok(())
         } else {
@@ -586,7 +589,7 @@ impl ConnInner {
                 drop(io);
                 return self.hand_over(conn, handoff);
             }
-            if self.flag(F_CLOSING) {
+            if ending & F_CLOSING != 0 {
                 if self.start_linger(&mut io) {
                     drop(io);
                     self.lp
@@ -596,7 +599,7 @@ impl ConnInner {
                 drop(io);
                 return self.close_now(conn, None);
             }
-            if self.flag(F_SHUT_WR) {
+            if ending & F_SHUT_WR != 0 {
                 self.clear(F_SHUT_WR);
                 if let Err(e) = socket::shutdown_write(self.fd) {
                     tracing::debug!(error = %e, "shutdown(SHUT_WR) failed");
