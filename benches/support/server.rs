@@ -170,6 +170,12 @@ impl ProcStatus {
 
 /// utime + stime of all of process `pid`'s threads so far, in µs.
 pub fn process_cpu_us(pid: u32) -> Result<f64, String> {
+    let (user, system) = process_cpu_split_us(pid)?;
+    Ok(user + system)
+}
+
+/// (utime, stime) of all of process `pid`'s threads so far, in µs: user space and kernel.
+pub fn process_cpu_split_us(pid: u32) -> Result<(f64, f64), String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map_err(|e| format!("reading /proc/{pid}/stat: {e}"))?;
     // Fields after "(comm) ": state is field 3, utime 14, stime 15.
@@ -178,13 +184,14 @@ pub fn process_cpu_us(pid: u32) -> Result<f64, String> {
         .map(|(_, r)| r)
         .ok_or_else(|| format!("bad /proc/{pid}/stat: {stat:?}"))?;
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| -> Result<u64, String> {
+    let field = |i: usize| -> Result<f64, String> {
         f.get(i - 3)
-            .and_then(|v| v.parse().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|ticks| ticks as f64)
             .ok_or_else(|| format!("no field {i} in /proc/{pid}/stat"))
     };
-    let ticks = field(14)? + field(15)?;
-    Ok(ticks as f64 * 1e6 / clock_ticks()? as f64)
+    let us = 1e6 / clock_ticks()? as f64;
+    Ok((field(14)? * us, field(15)? * us))
 }
 
 /// The kernel's clock ticks per second (the unit of /proc's CPU times).
