@@ -334,6 +334,17 @@ struct Cost {
     count: u64,
 }
 
+impl Cost {
+    /// The user-space share of the CPU, in %.
+    fn user_pct(&self) -> f64 {
+        100.0 * self.user_us / self.cpu_us.max(1.0)
+    }
+}
+
+/// A run's figure, the figure shown beside it, and the proxy's user-space share of its
+/// CPU (%, where CPU is measured).
+type Outcome = (f64, f64, Option<f64>);
+
 fn measured(
     proxy: &ServerChild,
     run: impl FnOnce() -> Result<u64, String>,
@@ -344,17 +355,12 @@ fn measured(
     let wall = start.elapsed();
     proxy.check_alive()?;
     let (user1, sys1) = process_cpu_split_us(proxy.pid())?;
-    let cost = Cost {
+    Ok(Cost {
         cpu_us: user1 - user0 + sys1 - sys0,
         user_us: user1 - user0,
         wall,
         count,
-    };
-    eprintln!(
-        "    ({:.0} % of the proxy's CPU in user space)",
-        100.0 * cost.user_us / cost.cpu_us.max(1.0)
-    );
-    Ok(cost)
+    })
 }
 
 /// One tunnel reading `bytes` from the source; the bytes read, checked.
@@ -530,7 +536,7 @@ fn run_scenario(
     idle_n: usize,
     source: &Source,
     echo: SocketAddr,
-) -> Result<(f64, f64), String> {
+) -> Result<Outcome, String> {
     match sc {
         Scenario::ConnectTransfer | Scenario::Socks5Transfer => {
             let via = if sc == Scenario::ConnectTransfer {
@@ -544,7 +550,11 @@ fn run_scenario(
                 transfer(proxy.addr, source.addr, via, set.transfer)
             })?;
             let gib = c.count as f64 / GIB as f64;
-            Ok((c.cpu_us / 1e3 / gib, gib / c.wall.as_secs_f64()))
+            Ok((
+                c.cpu_us / 1e3 / gib,
+                gib / c.wall.as_secs_f64(),
+                Some(c.user_pct()),
+            ))
         }
         Scenario::PingPong => {
             pingpong(
@@ -559,9 +569,10 @@ fn run_scenario(
             Ok((
                 c.cpu_us / c.count as f64,
                 c.count as f64 / c.wall.as_secs_f64(),
+                Some(c.user_pct()),
             ))
         }
-        Scenario::Idle => idle(proxy, echo, idle_n),
+        Scenario::Idle => idle(proxy, echo, idle_n).map(|(rss, fds)| (rss, fds, None)),
     }
 }
 
@@ -690,13 +701,15 @@ fn run() -> Result<(), String> {
                 let p = (k + run) % 2;
                 let proxy = Proxy::ALL[p];
                 let child = programs.start(proxy, proxy_cpu)?;
-                let (value, extra) = run_scenario(f.scenario, &child, &set, idle_n, &source, echo)
-                    .map_err(|e| format!("{} on {}: {e}", f.scenario.key(), proxy.label()))?;
+                let (value, extra, user) =
+                    run_scenario(f.scenario, &child, &set, idle_n, &source, echo)
+                        .map_err(|e| format!("{} on {}: {e}", f.scenario.key(), proxy.label()))?;
                 for line in child.new_lines() {
                     eprintln!("  {} said: {line}", proxy.label());
                 }
+                let user = user.map_or(String::new(), |u| format!(", {u:.0} % in user space"));
                 eprintln!(
-                    "  run {} {} {}: {value:.2} {} ({extra:.2} {})",
+                    "  run {} {} {}: {value:.2} {} ({extra:.2} {}{user})",
                     run + 1,
                     f.scenario.key(),
                     proxy.label(),
