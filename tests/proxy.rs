@@ -176,6 +176,86 @@ fn curl_through_every_protocol() {
     all_closed(&engine);
 }
 
+/// Runs `tests/proxy_peers/python_socks_client.py` against `target` through each of
+/// `urls`: its lines (`ok STATUS LEN`, `refused CODE`, `error ...`), or None without
+/// python-socks (a failure with CI=true).
+fn python_socks(target: &str, port: u16, urls: &[String]) -> Option<Vec<String>> {
+    if !common::python_has("python_socks") {
+        return None;
+    }
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/proxy_peers/python_socks_client.py"
+    );
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(target)
+        .arg(port.to_string())
+        .args(urls)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python-socks client: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// python-socks, a client fibr did not write, through every protocol: SOCKS5 (an address,
+/// a name the proxy resolves, username/password), SOCKS4, SOCKS4a and HTTP CONNECT; wrong
+/// credentials and a target the rules refuse get the protocol's reply codes.
+#[test]
+fn python_socks_through_every_protocol() {
+    let t = target();
+    let (engine, p) = proxy(ProxyConfig::new(to(t)));
+    let urls: Vec<String> = [
+        format!("socks5://{p}"),
+        format!("socks4://{p}"),
+        format!("http://{p}"),
+    ]
+    .into();
+    let Some(lines) = python_socks("127.0.0.1", t.port(), &urls) else {
+        return;
+    };
+    assert_eq!(lines, ["ok 200 5"; 3], "{urls:?}");
+    // "localhost" resolved by the proxy (SOCKS5 with a name, SOCKS4a) is loopback, which a
+    // network rule for 127.0.0.1 allows once resolved.
+    let named: Vec<String> = [format!("socks5://{p},rdns"), format!("socks4://{p},rdns")].into();
+    let lines = python_socks("localhost", t.port(), &named).unwrap();
+    assert_eq!(lines, ["ok 200 5"; 2], "{named:?}");
+    // A port the rules do not name: SOCKS5's 2 (not allowed), SOCKS4's 91, HTTP's 403.
+    let lines = python_socks("127.0.0.1", t.port() ^ 1, &urls).unwrap();
+    assert_eq!(
+        lines,
+        ["refused 2", "refused 91", "refused 403"],
+        "{urls:?}"
+    );
+    all_closed(&engine);
+    // Credentials, right and wrong.
+    let rules = to(t).require_auth(|u, p| u == "alice" && p == "s3cret");
+    let (engine, p) = proxy(ProxyConfig::new(rules));
+    let urls: Vec<String> = [
+        format!("socks5://alice:s3cret@{p}"),
+        format!("http://alice:s3cret@{p}"),
+        format!("socks5://alice:guess@{p}"),
+        format!("http://alice:guess@{p}"),
+    ]
+    .into();
+    let lines = python_socks("127.0.0.1", t.port(), &urls).unwrap();
+    assert_eq!(lines[..2], ["ok 200 5"; 2], "{urls:?}");
+    // python-socks raises RFC 1929's failure (status 1) as a ProxyError without a code.
+    assert_eq!(lines[2], "refused None", "{lines:?}");
+    assert_eq!(lines[3], "refused 407", "{lines:?}");
+    all_closed(&engine);
+}
+
 #[test]
 fn names_resolved_by_the_proxy_follow_the_rules() {
     let t = target();
