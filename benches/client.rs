@@ -37,7 +37,6 @@ use server_support::ServerChild;
 use bytes::Bytes;
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Empty};
-use std::io;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -143,7 +142,7 @@ fn bench() -> Result<(), String> {
     which_tool("taskset")?;
     let bin = find_server(!args.iter().any(|a| a == "--no-build"))?;
     let server_name = std::env::var("BENCH_SERVER").unwrap_or_else(|_| "fibr".into());
-    let (server_cpu, client_cpu) = pick_cpus()?;
+    let (server_cpu, client_cpu) = os_support::pick_cpus()?;
     pin_to(client_cpu).map_err(|e| format!("pinning to CPU {client_cpu}: {e}"))?;
     let server = start_server(&bin, &server_name, server_cpu)?;
     let uri: Uri = format!("http://{}/", server.addr)
@@ -600,26 +599,6 @@ fn start_server(bin: &Path, name: &str, cpu: usize) -> Result<ServerChild, Strin
         name,
         IO_TIMEOUT,
     )
-}
-
-/// The first two CPUs this process may use: (server, client).
-fn pick_cpus() -> Result<(usize, usize), String> {
-    // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
-    let allowed: Vec<usize> = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(format!("sched_getaffinity: {}", io::Error::last_os_error()));
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    };
-    match allowed.as_slice() {
-        [first, second, ..] => Ok((*first, *second)),
-        _ => Err(format!(
-            "need two CPUs (server, client); this process may use {allowed:?}"
-        )),
-    }
 }
 
 fn which_tool(tool: &str) -> Result<(), String> {

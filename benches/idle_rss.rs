@@ -28,7 +28,7 @@ use os_support::*;
 mod server_support;
 use server_support::{count_fds, die_with_parent, ProcStatus, ServerChild};
 
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -348,16 +348,7 @@ impl RunningServer {
 
 /// The CPUs this process may use: the servers get the first, the client the second.
 fn pick_cpus() -> Result<(usize, Option<usize>), String> {
-    // SAFETY: cpu_set_t is plain data, and sched_getaffinity writes at most its size.
-    let allowed: Vec<usize> = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(format!("sched_getaffinity: {}", io::Error::last_os_error()));
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    };
+    let allowed = os_support::allowed_cpus()?;
     match allowed.as_slice() {
         [] => Err("no CPU in this process's affinity mask".into()),
         [only] => Ok((*only, None)),

@@ -23,6 +23,7 @@ compile_error!(
 #[cfg(target_os = "linux")]
 mod epoll;
 #[cfg(target_os = "linux")]
+#[cfg_attr(not(feature = "proxy"), allow(dead_code))]
 pub(crate) mod pipe;
 mod portable;
 pub(crate) mod socket;
