@@ -420,11 +420,8 @@ impl ConnInner {
     }
 
     /// Queues output with `push` unless the connection is closed or its write side shut.
-    /// Inside a round it joins the round's write. Elsewhere, onto an empty queue of a
-    /// plain stream (no layer, nothing waiting on the output), it is written at once, as
-    /// a round would (the lock keeps rounds out meanwhile, so the order holds); what the
-    /// socket does not take, or any other case, is left to the connection's task, which
-    /// keeps the watermark logic in one place.
+    /// Inside a round it joins the round's write; elsewhere the connection's task writes
+    /// it, keeping the order of output and the watermark logic in one place.
     fn enqueue(self: &Arc<Self>, push: impl FnOnce(&mut Io)) -> io::Result<()> {
         let mut io = self.io.lock().unwrap();
         if !io.open || self.flag(F_CLOSING) {
@@ -436,26 +433,13 @@ impl ConnInner {
         self.check_write_open()?;
         let before = io.queued();
         push(&mut io);
+        self.account(before, io.queued());
         let in_round = io.in_round;
-        if !in_round && before == 0 && self.writes_at_once(&io) {
-            // An error stays for the task's flush, which sees it again and closes.
-            let _ = io.out.write_to(self.fd);
-        }
-        let after = io.queued();
-        self.account(before, after);
         drop(io);
-        if !in_round && after > 0 {
+        if !in_round {
             self.notify(EV_FLUSH);
         }
         Ok(())
-    }
-
-    /// True if output sent outside a round may go straight to the socket.
-    fn writes_at_once(&self, io: &Io) -> bool {
-        self.kind != Kind::Udp
-            && io.layer.is_none()
-            && io.after_output.is_none()
-            && !self.flag(F_CONNECTING | F_SHUT_WR)
     }
 
     /// Reloads `handler` if [`Conn::set_handler`] replaced it since it was loaded, so the
