@@ -87,21 +87,9 @@ fn start() -> Supervisor {
 
 /// One request on its own connection; the body (a pid).
 fn get(addr: SocketAddr, path: &str) -> std::io::Result<i32> {
-    let mut s = TcpStream::connect(addr)?;
+    let s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp)?;
-    let (head, body) = resp
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other(format!("no response: {resp:?}")))?;
-    if !head.starts_with("HTTP/1.1 200 ") {
-        return Err(std::io::Error::other(head.to_owned()));
-    }
-    body.trim().parse().map_err(std::io::Error::other)
+    common::prefork::get_pid(s, path)
 }
 
 /// Clients requesting in a loop until stopped: (stop, ok count, failures).

@@ -126,17 +126,8 @@ fn get(addr: SocketAddr, config: &Arc<ClientConfig>) -> std::io::Result<(i32, Ha
     let name = ServerName::try_from("localhost").unwrap();
     let tls = ClientConnection::new(config.clone(), name).map_err(std::io::Error::other)?;
     let mut s = StreamOwned::new(tls, tcp);
-    s.write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp)?;
-    let (head, body) = resp
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other(format!("no response: {resp:?}")))?;
-    if !head.starts_with("HTTP/1.1 200 ") {
-        return Err(std::io::Error::other(head.to_owned()));
-    }
-    let kind = s.conn.handshake_kind().expect("handshake done");
-    Ok((body.trim().parse().map_err(std::io::Error::other)?, kind))
+    let pid = common::prefork::get_pid(&mut s, "/")?;
+    Ok((pid, s.conn.handshake_kind().expect("handshake done")))
 }
 
 /// The wall clock in seconds (what the server's periods are counted on).

@@ -19,14 +19,17 @@ use std::time::{Duration, Instant};
 const BIG: usize = 32 * 1024 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The body `/big` answers with: a pattern that shows a lost or repeated chunk.
+/// `len` bytes of a pattern that shows a lost, repeated or reordered chunk.
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ (i >> 16) as u8)
+        .collect()
+}
+
+/// The body `/big` answers with.
 fn big_body() -> &'static [u8] {
     static BODY: OnceLock<Vec<u8>> = OnceLock::new();
-    BODY.get_or_init(|| {
-        (0..BIG)
-            .map(|i| (i % 251) as u8 ^ (i >> 16) as u8)
-            .collect()
-    })
+    BODY.get_or_init(|| pattern(BIG))
 }
 
 /// A target on 127.0.0.1: `GET /big` gets [`big_body`], other requests `hello`; a
@@ -717,15 +720,10 @@ fn relay_counts_both_directions_and_passes_a_half_close() {
 
 const HUGE: usize = 64 * 1024 * 1024;
 
-/// What each end sends in [`a_spliced_relay_carries_64_mib_each_way_at_once`]: a pattern
-/// that shows a lost, repeated or reordered chunk.
+/// What each end sends in [`a_spliced_relay_carries_64_mib_each_way_at_once`].
 fn huge() -> &'static [u8] {
     static BODY: OnceLock<Vec<u8>> = OnceLock::new();
-    BODY.get_or_init(|| {
-        (0..HUGE)
-            .map(|i| (i % 253) as u8 ^ (i >> 12) as u8)
-            .collect()
-    })
+    BODY.get_or_init(|| pattern(HUGE))
 }
 
 /// Sends [`huge`] on `s`, then its EOF, while reading what comes back until the peer's EOF:
@@ -915,7 +913,7 @@ fn an_interactive_tunnel_copies_until_a_bulk_read() {
     assert_eq!(relay.bytes_spliced(), 0);
     assert_eq!(relay.bytes_a_to_b(), 4 + 200 * 64);
     // A megabyte at once: reads of a whole buffer, a bulk transfer.
-    let bulk: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let bulk = pattern(1024 * 1024);
     let mut w = s.try_clone().unwrap();
     let sent = bulk.clone();
     let writer = thread::spawn(move || w.write_all(&sent).unwrap());

@@ -22,30 +22,30 @@
 //!
 //! ```no_run
 //! # #[cfg(all(feature = "axum", feature = "proxy", feature = "tls"))]
-//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # mod example {
 //! use fibr::mux::{Matcher, Mux};
 //! use fibr::proxy::{ProxyConfig, Rules};
+//! use fibr::tls::rustls::ServerConfig;
 //! use fibr::{Binding, Config, Engine};
 //! use std::sync::Arc;
 //!
-//! # fn tls_config() -> Arc<fibr::tls::rustls::ServerConfig> { unimplemented!() }
-//! let app = axum::Router::new().route("/", axum::routing::get(|| async { "hello" }));
-//! let http = Arc::new(fibr::http::Server::new(app));
-//! let proxy = fibr::proxy::Server::new(ProxyConfig::new(Rules::new()));
-//! // The TLS config's ALPN list is what the TLS handshake picks from: h2, http/1.1.
-//! let https = fibr::tls::TlsServer::new(tls_config(), http.clone());
-//! let mux = Mux::new()
-//!     .route(Matcher::tls(), https)
-//!     .route(Matcher::http1(), http.clone())
-//!     .route(Matcher::h2c(), http)
-//!     .route(Matcher::socks5(), proxy.clone())
-//!     .route(Matcher::socks4(), proxy);
-//! let engine = Engine::new(Config::default(), [Binding::tcp("0.0.0.0:8080", mux)])?;
-//! engine.run()?;
-//! # Ok(())
+//! /// Serves HTTPS (with `tls`'s certificate), HTTP/1.1, h2c and SOCKS on port 8080.
+//! pub fn serve(tls: Arc<ServerConfig>) -> std::io::Result<()> {
+//!     let app = axum::Router::new().route("/", axum::routing::get(|| async { "hello" }));
+//!     let http = Arc::new(fibr::http::Server::new(app));
+//!     let proxy = fibr::proxy::Server::new(ProxyConfig::new(Rules::new()));
+//!     // The TLS config's ALPN list is what the TLS handshake picks from: h2, http/1.1.
+//!     let https = fibr::tls::TlsServer::new(tls, http.clone());
+//!     let mux = Mux::new()
+//!         .route(Matcher::tls(), https)
+//!         .route(Matcher::http1(), http.clone())
+//!         .route(Matcher::h2c(), http)
+//!         .route(Matcher::socks5(), proxy.clone())
+//!         .route(Matcher::socks4(), proxy);
+//!     let engine = Engine::new(Config::default(), [Binding::tcp("0.0.0.0:8080", mux)])?;
+//!     engine.run()
+//! }
 //! # }
-//! # #[cfg(not(all(feature = "axum", feature = "proxy", feature = "tls")))]
-//! # fn main() {}
 //! ```
 
 mod client_hello;

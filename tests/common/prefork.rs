@@ -3,6 +3,7 @@
 //! it the server; its children are found in /proc.
 
 use std::collections::BTreeSet;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::process::{Child, Command};
 use std::thread;
@@ -107,4 +108,22 @@ impl Drop for Supervisor {
         let _ = self.proc.kill();
         let _ = self.proc.wait();
     }
+}
+
+/// `GET path` on `s` with `Connection: close`, read to the end: the body of a 200 as a
+/// number (the prefork tests' children answer with their pid).
+pub fn get_pid(mut s: impl Read + Write, path: &str) -> std::io::Result<i32> {
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)?;
+    let (head, body) = resp
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("no response: {resp:?}")))?;
+    if !head.starts_with("HTTP/1.1 200 ") {
+        return Err(std::io::Error::other(head.to_owned()));
+    }
+    body.trim().parse().map_err(std::io::Error::other)
 }
