@@ -2,7 +2,7 @@
 
 pub use super::h2::config::Http2Config;
 #[cfg(feature = "http3")]
-pub use super::http3::Http3Config;
+pub use super::http3::{Http3Config, RetryPolicy};
 use std::time::Duration;
 
 /// Limits and timeouts of fibr's HTTP server. Every limit is answered with the status the

@@ -18,9 +18,9 @@ pub(crate) mod switch;
 mod upgrade;
 
 pub use body::{BodyError, Incoming};
-#[cfg(feature = "http3")]
-pub use config::Http3Config;
 pub use config::{Http2Config, ServerConfig};
+#[cfg(feature = "http3")]
+pub use config::{Http3Config, RetryPolicy};
 pub use file::FileBody;
 pub use protocol::Protocol;
 pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};

@@ -257,6 +257,8 @@ impl RelayStats {
 pub struct Relay {
     pub addr: SocketAddr,
     pub stats: Arc<RelayStats>,
+    /// The server side's socket (connected to the server).
+    back: Arc<UdpSocket>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
@@ -285,6 +287,7 @@ impl Relay {
                 move |d| drop(back.send(d)),
             )
         };
+        let back_socket = back.clone();
         let to_client = Direction::new(1, faults, stats.clone(), stop.clone()).spawn(
             move |buf| back.recv(buf),
             move |d| {
@@ -296,9 +299,16 @@ impl Relay {
         Relay {
             addr,
             stats,
+            back: back_socket,
             stop,
             threads: vec![to_server, to_client],
         }
+    }
+
+    /// Sends what the client sends to `server` from now on (and only what `server` sends
+    /// back reaches the client): as if the client's server were replaced at its address.
+    pub fn redirect(&self, server: SocketAddr) {
+        self.back.connect(server).unwrap();
     }
 }
 

@@ -7,23 +7,25 @@
 //! A connection's task drains the machine after every input: endpoint events (new
 //! connection ids, the end of the connection), application events (to [`Wakers`]),
 //! transmits (sent through the peer's UDP connection, so they leave in that connection's
-//! sendmmsg batch), and sleeps until `poll_timeout`. Migration is off: the UDP table is
-//! keyed by the peer's address, so one QUIC connection stays on one UDP peer.
+//! sendmmsg batch), and sleeps until `poll_timeout`. The UDP table is keyed by the peer's
+//! address, so a client that migrates arrives on a new UDP connection: the QUIC
+//! connection keeps its recent ones ([`Paths`]) and sends each transmit through the one
+//! it is addressed to (the new path, or the old one's PATH_CHALLENGE).
 //!
 //! Locks: a connection's state, then the endpoint; never the other way round.
 
 use super::wakers::Wakers;
-use super::Http3Config;
+use super::{Http3Config, RetryPolicy};
 use crate::conn::{Conn, Handler};
 use crate::http::ConnInfo;
 use bytes::BytesMut;
-use quinn_proto::{
-    ConnectionError, ConnectionHandle, DatagramEvent, EndpointConfig, Event, Transmit,
-};
+use quinn_proto::{ConnectionError, ConnectionHandle, DatagramEvent, Event, Transmit};
 use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Poll, Waker};
 use std::time::Instant;
@@ -37,6 +39,11 @@ pub(crate) struct QuicEndpoint {
     endpoint: Mutex<quinn_proto::Endpoint>,
     conns: Mutex<HashMap<ConnectionHandle, Arc<ConnShared>>>,
     max_connections: usize,
+    retry: RetryPolicy,
+    stateless_reset: bool,
+    /// Connections accepted whose handshake has not finished (what `RetryPolicy::UnderLoad`
+    /// counts).
+    handshaking: AtomicUsize,
     on_connection: OnConnection,
     me: Weak<QuicEndpoint>,
 }
@@ -51,8 +58,10 @@ pub(crate) struct ConnState {
     pub wakers: Wakers,
     /// Why the connection ended, once it has.
     pub error: Option<ConnectionError>,
-    /// The peer's UDP connection (replaced when the UDP table made a new one for it).
-    udp: Conn,
+    /// The peer's UDP connections: the path in use and the one it migrated from.
+    paths: Paths,
+    /// Counted in the endpoint's `handshaking` until `Event::Connected` (or the end).
+    handshaking: bool,
     driver: Option<Waker>,
     /// The connection is closed and its CONNECTION_CLOSE has been handed to the socket.
     close_sent: bool,
@@ -98,7 +107,7 @@ impl QuicEndpoint {
     ) -> io::Result<Arc<QuicEndpoint>> {
         let server = super::quic_server_config(tls, cfg)?;
         let endpoint = quinn_proto::Endpoint::new(
-            Arc::new(EndpointConfig::default()),
+            Arc::new(super::quic_endpoint_config(cfg)),
             Some(Arc::new(server)),
             true,
             None,
@@ -107,12 +116,33 @@ impl QuicEndpoint {
             endpoint: Mutex::new(endpoint),
             conns: Mutex::new(HashMap::new()),
             max_connections: cfg.max_connections,
+            retry: cfg.retry,
+            stateless_reset: cfg.stateless_reset,
+            handshaking: AtomicUsize::new(0),
             on_connection,
             me: me.clone(),
         }))
     }
 
-    fn accept(&self, udp: &Conn, incoming: quinn_proto::Incoming, now: Instant) {
+    /// Whether a client whose address is not yet validated is asked to do so first.
+    fn should_retry(&self) -> bool {
+        match self.retry {
+            RetryPolicy::Never => false,
+            RetryPolicy::Always => true,
+            RetryPolicy::UnderLoad { handshakes } => {
+                self.handshaking.load(Ordering::Relaxed) >= handshakes
+            }
+        }
+    }
+
+    /// The connection's handshake finished (or it ended first): it no longer counts as load.
+    fn handshake_over(&self, st: &mut ConnState) {
+        if std::mem::take(&mut st.handshaking) {
+            self.handshaking.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn accept(&self, udp: &Conn, mut incoming: quinn_proto::Incoming, now: Instant) {
         let mut buf = Vec::new();
         let full = self.conns.lock().unwrap().len() >= self.max_connections;
         let mut ep = self.endpoint.lock().unwrap();
@@ -121,6 +151,17 @@ impl QuicEndpoint {
             drop(ep);
             send(udp, &buf, &t);
             return;
+        }
+        if !incoming.remote_address_validated() && self.should_retry() {
+            // Stateless: the client comes back with the token, or (forged) never does.
+            match ep.retry(incoming, &mut buf) {
+                Ok(t) => {
+                    drop(ep);
+                    send(udp, &buf, &t);
+                    return;
+                }
+                Err(e) => incoming = e.into_incoming(),
+            }
         }
         let accepted = ep.accept(incoming, now, &mut buf, None);
         drop(ep);
@@ -139,12 +180,14 @@ impl QuicEndpoint {
                 conn,
                 wakers: Wakers::default(),
                 error: None,
-                udp: udp.clone(),
+                paths: Paths::new(udp),
+                handshaking: true,
                 driver: None,
                 close_sent: false,
                 closer: None,
             }),
         });
+        self.handshaking.fetch_add(1, Ordering::Relaxed);
         self.conns.lock().unwrap().insert(ch, shared.clone());
         let Some(me) = self.me.upgrade() else { return };
         crate::spawn(drive(me, ch, shared.clone()));
@@ -180,6 +223,9 @@ impl Handler for QuicEndpoint {
         );
         match event {
             None => {}
+            // The answer to a short-header packet is a stateless reset (version
+            // negotiation and the rest answer long headers).
+            Some(DatagramEvent::Response(_)) if !self.stateless_reset && is_short_header(data) => {}
             Some(DatagramEvent::Response(t)) => send(udp, &buf, &t),
             Some(DatagramEvent::NewConnection(incoming)) => self.accept(udp, incoming, now),
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
@@ -187,9 +233,7 @@ impl Handler for QuicEndpoint {
                     return;
                 };
                 let mut st = c.state.lock().unwrap();
-                if !st.udp.same(udp) {
-                    st.udp = udp.clone();
-                }
+                st.paths.saw(udp);
                 st.conn.handle_event(ev);
                 st.kick();
             }
@@ -201,6 +245,40 @@ fn send(udp: &Conn, buf: &[u8], t: &Transmit) {
     // One datagram per transmit: the driver asks for no segmentation (GSO is not used yet).
     if let Err(e) = udp.send(&buf[..t.size]) {
         tracing::debug!(error = %e, "QUIC datagram not sent");
+    }
+}
+
+/// A QUIC short-header packet (RFC 9000 §17.3: the header form bit is 0).
+fn is_short_header(datagram: &[u8]) -> bool {
+    datagram.first().is_some_and(|b| b & 0x80 == 0)
+}
+
+/// The UDP connections a QUIC connection's packets came from, newest first: one, or two
+/// while a migration's new path is validated (the old one gets a PATH_CHALLENGE, which
+/// tells a forged address from a real move).
+pub(crate) struct Paths(Vec<Conn>);
+
+/// Paths remembered: the current one and the one before.
+const PATHS_KEPT: usize = 2;
+
+impl Paths {
+    fn new(udp: &Conn) -> Paths {
+        Paths(vec![udp.clone()])
+    }
+
+    /// A packet came from `udp`: it becomes the newest path.
+    fn saw(&mut self, udp: &Conn) {
+        if self.0.first().is_some_and(|c| c.same(udp)) {
+            return;
+        }
+        self.0.retain(|c| !c.same(udp));
+        self.0.insert(0, udp.clone());
+        self.0.truncate(PATHS_KEPT);
+    }
+
+    /// The UDP connection to `peer`, if a packet came from it lately.
+    fn to(&self, peer: SocketAddr) -> Option<&Conn> {
+        self.0.iter().find(|c| c.peer_addr() == Some(peer))
     }
 }
 
@@ -229,15 +307,21 @@ async fn drive(ep: Arc<QuicEndpoint>, ch: ConnectionHandle, c: Arc<ConnShared>) 
             }
             while let Some(ev) = st.conn.poll() {
                 busy = true;
-                if let Event::ConnectionLost { reason } = &ev {
-                    st.error = Some(reason.clone());
+                match &ev {
+                    Event::ConnectionLost { reason } => st.error = Some(reason.clone()),
+                    Event::Connected => ep.handshake_over(&mut st),
+                    _ => {}
                 }
                 st.wakers.on_event(&ev);
             }
-            let udp = st.udp.clone();
             while let Some(t) = st.conn.poll_transmit(now, 1, &mut buf) {
                 busy = true;
-                send(&udp, &buf, &t);
+                match st.paths.to(t.destination) {
+                    Some(udp) => send(udp, &buf, &t),
+                    None => {
+                        tracing::debug!(to = %t.destination, "QUIC datagram for a forgotten path")
+                    }
+                }
                 buf.clear();
             }
             if st.conn.is_closed() && !st.close_sent {
@@ -254,6 +338,7 @@ async fn drive(ep: Arc<QuicEndpoint>, ch: ConnectionHandle, c: Arc<ConnShared>) 
                 if let Some(w) = st.closer.take() {
                     w.wake();
                 }
+                ep.handshake_over(&mut st);
                 st.driver = None;
                 drop(st);
                 ep.conns.lock().unwrap().remove(&ch);
