@@ -184,6 +184,9 @@ enum State {
     Streaming(Streaming),
     /// The body comes from an HTTP/2 stream, through its connection's task.
     H2(super::h2::StreamRef),
+    /// The body comes from an HTTP/3 stream.
+    #[cfg(feature = "http3")]
+    H3(super::http3::H3Body),
 }
 
 /// A response body. It streams: frames arrive as the server sends them, read by whoever
@@ -237,6 +240,15 @@ impl ResponseBody {
     pub(crate) fn h2(stream: super::h2::StreamRef, limit: Option<u64>) -> ResponseBody {
         ResponseBody {
             state: State::H2(stream),
+            limit,
+            seen: 0,
+        }
+    }
+
+    #[cfg(feature = "http3")]
+    pub(crate) fn h3(body: super::http3::H3Body, limit: Option<u64>) -> ResponseBody {
+        ResponseBody {
+            state: State::H3(body),
             limit,
             seen: 0,
         }
@@ -312,6 +324,18 @@ impl Body for ResponseBody {
                     return Poll::Ready(None);
                 }
             },
+            #[cfg(feature = "http3")]
+            State::H3(s) => match ready!(s.poll_frame(cx)) {
+                Some(Ok(f)) => f,
+                Some(Err(e)) => {
+                    this.state = State::Done;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None => {
+                    this.state = State::Done;
+                    return Poll::Ready(None);
+                }
+            },
             State::Full(_) => {
                 let State::Full(b) = std::mem::replace(&mut this.state, State::Done) else {
                     unreachable!("matched above")
@@ -355,6 +379,8 @@ impl Body for ResponseBody {
             State::Full(_) => false,
             State::Streaming(s) => s.is_end(),
             State::H2(s) => s.is_end(),
+            #[cfg(feature = "http3")]
+            State::H3(s) => s.is_end(),
         }
     }
 
@@ -367,6 +393,11 @@ impl Body for ResponseBody {
                 None => SizeHint::default(),
             },
             State::H2(s) => match s.remaining() {
+                Some(n) => SizeHint::with_exact(n),
+                None => SizeHint::default(),
+            },
+            #[cfg(feature = "http3")]
+            State::H3(s) => match s.remaining() {
                 Some(n) => SizeHint::with_exact(n),
                 None => SizeHint::default(),
             },

@@ -42,6 +42,9 @@
 //!   are sent again on a new connection when their body is whole; a GOAWAY lets the
 //!   streams below it finish. Trailers go both ways (tonic's gRPC over the
 //!   `tower::Service`).
+//! - HTTP/3 (feature `http3`, clients from [`Builder::build_https`]): by prior knowledge
+//!   ([`Builder::http3_prior_knowledge`]) or by following `Alt-Svc`
+//!   ([`Builder::http3_alt_svc`]), one QUIC connection per origin (`client::http3`).
 //! - A request that never reached the server (the pooled connection turned out closed
 //!   before it was written), and an idempotent request (GET, PUT, ...) whose reused
 //!   connection closed before answering, are retried once on a fresh connection, if
@@ -60,6 +63,8 @@ mod connect;
 mod duplex;
 mod error;
 mod h2;
+#[cfg(feature = "http3")]
+mod http3;
 mod pool;
 mod proxy;
 #[cfg(feature = "tls")]
@@ -118,6 +123,9 @@ struct Inner<C: Connector> {
     h2_prior_knowledge: bool,
     /// How long an HTTP/2 connection without streams is kept.
     idle_timeout: Option<Duration>,
+    /// HTTP/3, when the builder turned it on (`build_https` only).
+    #[cfg(feature = "http3")]
+    h3: Option<http3::Http3>,
 }
 
 /// Settings of a [`Client`]; see [`Client::builder`].
@@ -137,6 +145,8 @@ pub struct Builder {
     proxy_from_env: bool,
     #[cfg(feature = "tls")]
     tls: Option<Arc<crate::tls::rustls::ClientConfig>>,
+    #[cfg(feature = "http3")]
+    h3: http3::Options,
 }
 
 impl Default for Builder {
@@ -156,6 +166,8 @@ impl Default for Builder {
             http1_only: false,
             #[cfg(feature = "tls")]
             tls: None,
+            #[cfg(feature = "http3")]
+            h3: http3::Options::default(),
         }
     }
 }
@@ -348,6 +360,25 @@ impl Builder {
         self
     }
 
+    /// `https://` requests go over HTTP/3 (feature `http3`, with [`build_https`](Builder::build_https)),
+    /// to the URI's port over UDP, without trying TCP first: for servers known to speak it.
+    #[cfg(feature = "http3")]
+    pub fn http3_prior_knowledge(&mut self) -> &mut Self {
+        self.h3.prior_knowledge = true;
+        self
+    }
+
+    /// Follow `Alt-Svc` (feature `http3`, with [`build_https`](Builder::build_https)): once
+    /// an `https://` response over TCP advertises `h3` (`Alt-Svc: h3=":443"; ma=...`),
+    /// that origin's later requests go over HTTP/3 until the advertisement expires or the
+    /// server sends `clear`. If the QUIC connection cannot be made, the route is forgotten
+    /// and the request goes over TCP. Off by default.
+    #[cfg(feature = "http3")]
+    pub fn http3_alt_svc(&mut self, on: bool) -> &mut Self {
+        self.h3.alt_svc = on;
+        self
+    }
+
     /// The [`HttpConnector`] of [`build`](Builder::build) and
     /// [`build_https`](Builder::build_https): with the proxies.
     fn http_connector(&self) -> HttpConnector {
@@ -384,8 +415,17 @@ impl Builder {
         } else {
             config
         };
+        #[cfg(feature = "http3")]
+        let h3 = http3::Http3::new(self.h3, config.clone());
         let connector = HttpsConnector::wrap(self.http_connector(), config);
-        self.build_with_connector(connector)
+        let client = self.build_with_connector(connector);
+        #[cfg(feature = "http3")]
+        let client = {
+            let mut client = client;
+            Arc::get_mut(&mut client.inner).expect("just built").h3 = h3;
+            client
+        };
+        client
     }
 
     /// A client with the [`HttpConnector`] (and the proxies).
@@ -407,6 +447,8 @@ impl Builder {
                 h2: self.h2.clone(),
                 h2_prior_knowledge: self.h2_prior_knowledge && !self.http1_only,
                 idle_timeout: self.idle_timeout,
+                #[cfg(feature = "http3")]
+                h3: None,
             }),
         }
     }
@@ -496,6 +538,13 @@ impl<C: Connector> Client<C> {
                  chunked coding): set a Content-Length or use HTTP/1.1",
             )
         })?;
+        #[cfg(feature = "http3")]
+        if let Some(h3) = &self.inner.h3 {
+            let (max_body, timeout) = (self.inner.max_body, self.inner.connect_timeout);
+            if let Some(r) = h3.send(&key, &mut req, max_body, timeout).await {
+                return r;
+            }
+        }
         let mut fresh_only = false;
         loop {
             let (conn, reused) = self.pick(&key, fresh_only).await?;
@@ -518,11 +567,11 @@ impl<C: Connector> Client<C> {
                 }
                 Picked::H1(mut conn) => match conn.conn.exchange(&mut req, framing, max_body).await
                 {
-                    Ok(answer) => return Ok(respond(conn, answer, max_body)),
+                    Ok(answer) => return Ok(self.learn(&key, respond(conn, answer, max_body))),
                     Err(f) => (f, false),
                 },
                 Picked::H2(h2) => match h2.send(take_or_copy(&mut req), &key, max_body).await {
-                    Ok(res) => return Ok(res),
+                    Ok(res) => return Ok(self.learn(&key, res)),
                     Err(f) => {
                         let refused = matches!(f, Failure::NotSent(_));
                         (f, refused)
@@ -539,6 +588,15 @@ impl<C: Connector> Client<C> {
             }
             fresh_only = true;
         }
+    }
+
+    /// `res` over TCP, after noting what its `Alt-Svc` says of HTTP/3 (when followed).
+    fn learn(&self, _key: &Key, res: Response<ResponseBody>) -> Response<ResponseBody> {
+        #[cfg(feature = "http3")]
+        if let Some(h3) = &self.inner.h3 {
+            h3.learn(_key, res.headers());
+        }
+        res
     }
 
     /// A connection for `key`: the shared HTTP/2 one, an idle HTTP/1 one, or a new one

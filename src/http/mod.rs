@@ -6,7 +6,7 @@ mod file;
 pub(crate) mod h1;
 pub(crate) mod h2;
 #[cfg(feature = "http3")]
-mod http3;
+pub(crate) mod http3;
 mod protocol;
 mod serve;
 mod server;

@@ -19,7 +19,7 @@ use std::io::{self, IoSlice};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 /// Tries `f` on each address in turn, returning the first success or the last error.
 fn first_ok<T>(
@@ -408,15 +408,29 @@ impl UdpSocket {
     }
 
     pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        let (n, from) = poll_fn(|cx| {
-            self.reg
-                .poll_io(cx, Direction::Read, |fd| socket::recv_from(fd, buf))
-        })
-        .await?;
-        Ok((
+        poll_fn(|cx| self.poll_recv_from(cx, buf)).await
+    }
+
+    /// One datagram and its sender, or `Pending` with `cx` woken when one arrives (for
+    /// drivers that poll: HTTP/3's client connection).
+    pub(crate) fn poll_recv_from(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<(usize, SocketAddr)>> {
+        let (n, from) = ready!(self
+            .reg
+            .poll_io(cx, Direction::Read, |fd| socket::recv_from(fd, buf)))?;
+        Poll::Ready(Ok((
             n,
             from.ok_or_else(|| io::Error::other("datagram without a sender address"))?,
-        ))
+        )))
+    }
+
+    /// Sends to `to` now, or fails (`WouldBlock` when the socket's buffer is full).
+    #[cfg(all(feature = "client", feature = "http3"))]
+    pub(crate) fn try_send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
+        socket::send_to(self.reg.fd(), buf, Some(to))
     }
 
     /// Sends to the connected peer.

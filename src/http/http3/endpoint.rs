@@ -1,33 +1,28 @@
-//! The driver: one `quinn_proto::Endpoint` fed by fibr's UDP binding, and a task per QUIC
-//! connection that turns its `quinn_proto::Connection` (the machine) into datagrams,
-//! timers and wakeups.
+//! The server's side: one `quinn_proto::Endpoint` fed by fibr's UDP binding.
 //!
 //! Datagrams arrive on the per-peer UDP connections of `conn/udp.rs` (`on_data`, one call
-//! per datagram); the endpoint routes each to its QUIC connection, or accepts a new one.
-//! A connection's task drains the machine after every input: endpoint events (new
-//! connection ids, the end of the connection), application events (to [`Wakers`]),
-//! transmits (sent through the peer's UDP connection, so they leave in that connection's
-//! sendmmsg batch), and sleeps until `poll_timeout`. The UDP table is keyed by the peer's
-//! address, so a client that migrates arrives on a new UDP connection: the QUIC
-//! connection keeps its recent ones ([`Paths`]) and sends each transmit through the one
-//! it is addressed to (the new path, or the old one's PATH_CHALLENGE).
+//! per datagram); the endpoint routes each to its QUIC connection, or accepts a new one
+//! (or asks it to Retry first), whose task (`driver.rs`) runs its machine. Transmits go
+//! through the peer's UDP connection, so they leave in that connection's sendmmsg batch.
+//! The UDP table is keyed by the peer's address, so a client that migrates arrives on a
+//! new UDP connection: the QUIC connection keeps its recent ones ([`Paths`]) and sends
+//! each transmit through the one it is addressed to (the new path, or the old one's
+//! PATH_CHALLENGE).
 //!
 //! Locks: a connection's state, then the endpoint; never the other way round.
 
-use super::wakers::Wakers;
+use super::driver::{drive, ConnShared, ConnState, QuicConn, Side};
 use super::{Http3Config, RetryPolicy};
 use crate::conn::{Conn, Handler};
 use crate::http::ConnInfo;
 use bytes::BytesMut;
-use quinn_proto::{ConnectionError, ConnectionHandle, DatagramEvent, Event, Transmit};
+use quinn_proto::{ConnectionEvent, ConnectionHandle, DatagramEvent, EndpointEvent, Transmit};
 use std::collections::HashMap;
-use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Poll, Waker};
+use std::task::Context;
 use std::time::Instant;
 
 /// What runs a new QUIC connection (the HTTP/3 server's accept loop); false when the
@@ -46,57 +41,6 @@ pub(crate) struct QuicEndpoint {
     handshaking: AtomicUsize,
     on_connection: OnConnection,
     me: Weak<QuicEndpoint>,
-}
-
-/// One QUIC connection, shared by its driver task, the h3 connection and its streams.
-pub(crate) struct ConnShared {
-    pub(super) state: Mutex<ConnState>,
-}
-
-pub(crate) struct ConnState {
-    pub conn: quinn_proto::Connection,
-    pub wakers: Wakers,
-    /// Why the connection ended, once it has.
-    pub error: Option<ConnectionError>,
-    /// The peer's UDP connections: the path in use and the one it migrated from.
-    paths: Paths,
-    /// Counted in the endpoint's `handshaking` until `Event::Connected` (or the end).
-    handshaking: bool,
-    driver: Option<Waker>,
-    /// The connection is closed and its CONNECTION_CLOSE has been handed to the socket.
-    close_sent: bool,
-    /// Waits for `close_sent` (the h3 connection's end, before the server may stop).
-    closer: Option<Waker>,
-}
-
-impl ConnState {
-    /// Has the driver run: something was written, read or closed that may need sending.
-    pub fn kick(&self) {
-        if let Some(w) = &self.driver {
-            w.wake_by_ref();
-        }
-    }
-}
-
-/// A handle on a QUIC connection (the `h3::quic` traits are implemented on it).
-#[derive(Clone)]
-pub(crate) struct QuicConn(pub(super) Arc<ConnShared>);
-
-impl QuicConn {
-    /// Once the connection is closed and its CONNECTION_CLOSE is out (or it ended some
-    /// other way): a server that stops before then would take the UDP socket with it,
-    /// and the peer, hearing nothing, would wait for its idle timeout.
-    pub(crate) async fn close_sent(&self) {
-        poll_fn(|cx| {
-            let mut st = self.0.state.lock().unwrap();
-            if st.close_sent || st.error.is_some() {
-                return Poll::Ready(());
-            }
-            st.closer = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
-    }
 }
 
 impl QuicEndpoint {
@@ -135,13 +79,6 @@ impl QuicEndpoint {
         }
     }
 
-    /// The connection's handshake finished (or it ended first): it no longer counts as load.
-    fn handshake_over(&self, st: &mut ConnState) {
-        if std::mem::take(&mut st.handshaking) {
-            self.handshaking.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
     fn accept(&self, udp: &Conn, mut incoming: quinn_proto::Incoming, now: Instant) {
         let mut buf = Vec::new();
         let full = self.conns.lock().unwrap().len() >= self.max_connections;
@@ -175,35 +112,18 @@ impl QuicEndpoint {
                 return;
             }
         };
-        let shared = Arc::new(ConnShared {
-            state: Mutex::new(ConnState {
-                conn,
-                wakers: Wakers::default(),
-                error: None,
-                paths: Paths::new(udp),
-                handshaking: true,
-                driver: None,
-                close_sent: false,
-                closer: None,
-            }),
-        });
+        let quic = QuicConn::new(ConnState::new(conn, Paths::new(udp)));
         self.handshaking.fetch_add(1, Ordering::Relaxed);
-        self.conns.lock().unwrap().insert(ch, shared.clone());
+        self.conns.lock().unwrap().insert(ch, quic.0.clone());
         let Some(me) = self.me.upgrade() else { return };
-        crate::spawn(drive(me, ch, shared.clone()));
+        crate::spawn(drive(me, ch, quic.0.clone()));
         let info = ConnInfo {
             peer: udp.peer_addr(),
             local: udp.local_addr(),
         };
-        if !(self.on_connection)(QuicConn(shared.clone()), info) {
-            let mut st = shared.state.lock().unwrap();
+        if !(self.on_connection)(quic.clone(), info) {
             // H3_NO_ERROR: the server is shutting down.
-            st.conn.close(
-                now,
-                0x100u32.into(),
-                bytes::Bytes::from_static(b"shutting down"),
-            );
-            st.kick();
+            quic.close(0x100, b"shutting down");
         }
     }
 }
@@ -241,6 +161,32 @@ impl Handler for QuicEndpoint {
     }
 }
 
+impl Side for QuicEndpoint {
+    fn endpoint_event(&self, ch: ConnectionHandle, ev: EndpointEvent) -> Option<ConnectionEvent> {
+        self.endpoint.lock().unwrap().handle_event(ch, ev)
+    }
+
+    fn transmit(&self, st: &ConnState, buf: &[u8], t: &Transmit) {
+        match st.paths.to(t.destination) {
+            Some(udp) => send(udp, buf, t),
+            None => tracing::debug!(to = %t.destination, "QUIC datagram for a forgotten path"),
+        }
+    }
+
+    fn receive(&self, _: &mut ConnState, _: &mut Context<'_>) -> bool {
+        // Datagrams arrive through `on_data`, which hands them to the connection itself.
+        false
+    }
+
+    fn handshake_over(&self) {
+        self.handshaking.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn drained(&self, ch: ConnectionHandle) {
+        self.conns.lock().unwrap().remove(&ch);
+    }
+}
+
 fn send(udp: &Conn, buf: &[u8], t: &Transmit) {
     // One datagram per transmit: the driver asks for no segmentation (GSO is not used yet).
     if let Err(e) = udp.send(&buf[..t.size]) {
@@ -266,6 +212,12 @@ impl Paths {
         Paths(vec![udp.clone()])
     }
 
+    /// No UDP connections: a client's connection sends through its own socket.
+    #[cfg(feature = "client")]
+    pub(super) fn none() -> Paths {
+        Paths(Vec::new())
+    }
+
     /// A packet came from `udp`: it becomes the newest path.
     fn saw(&mut self, udp: &Conn) {
         if self.0.first().is_some_and(|c| c.same(udp)) {
@@ -280,87 +232,4 @@ impl Paths {
     fn to(&self, peer: SocketAddr) -> Option<&Conn> {
         self.0.iter().find(|c| c.peer_addr() == Some(peer))
     }
-}
-
-/// The connection's task: runs the machine whenever it is woken (a datagram, a stream
-/// operation, its timer) until the connection is drained.
-async fn drive(ep: Arc<QuicEndpoint>, ch: ConnectionHandle, c: Arc<ConnShared>) {
-    let mut sleep: Option<crate::time::Sleep> = None;
-    let mut buf = Vec::new();
-    poll_fn(|cx| {
-        let mut st = c.state.lock().unwrap();
-        if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            st.driver = Some(cx.waker().clone());
-        }
-        loop {
-            let now = Instant::now();
-            if st.conn.poll_timeout().is_some_and(|t| t <= now) {
-                st.conn.handle_timeout(now);
-            }
-            let mut busy = false;
-            while let Some(ev) = st.conn.poll_endpoint_events() {
-                busy = true;
-                let back = ep.endpoint.lock().unwrap().handle_event(ch, ev);
-                if let Some(back) = back {
-                    st.conn.handle_event(back);
-                }
-            }
-            while let Some(ev) = st.conn.poll() {
-                busy = true;
-                match &ev {
-                    Event::ConnectionLost { reason } => st.error = Some(reason.clone()),
-                    Event::Connected => ep.handshake_over(&mut st),
-                    _ => {}
-                }
-                st.wakers.on_event(&ev);
-            }
-            while let Some(t) = st.conn.poll_transmit(now, 1, &mut buf) {
-                busy = true;
-                match st.paths.to(t.destination) {
-                    Some(udp) => send(udp, &buf, &t),
-                    None => {
-                        tracing::debug!(to = %t.destination, "QUIC datagram for a forgotten path")
-                    }
-                }
-                buf.clear();
-            }
-            if st.conn.is_closed() && !st.close_sent {
-                st.close_sent = true;
-                if let Some(w) = st.closer.take() {
-                    w.wake();
-                }
-            }
-            if st.conn.is_drained() {
-                if st.error.is_none() {
-                    st.error = Some(ConnectionError::LocallyClosed);
-                }
-                st.wakers.wake_all();
-                if let Some(w) = st.closer.take() {
-                    w.wake();
-                }
-                ep.handshake_over(&mut st);
-                st.driver = None;
-                drop(st);
-                ep.conns.lock().unwrap().remove(&ch);
-                return Poll::Ready(());
-            }
-            if !busy {
-                break;
-            }
-        }
-        let Some(deadline) = st.conn.poll_timeout() else {
-            sleep = None;
-            return Poll::Pending;
-        };
-        let timer = sleep.get_or_insert_with(|| crate::time::sleep_until(deadline));
-        if timer.deadline() != deadline {
-            timer.reset(deadline);
-        }
-        if Pin::new(timer).poll(cx).is_ready() {
-            // Due already: run again at once.
-            cx.waker().wake_by_ref();
-        }
-        Poll::Pending
-    })
-    .await
 }

@@ -3,7 +3,7 @@
 //! the machine has nothing yet, and wakes the connection's driver when it changed
 //! something that needs sending.
 
-use super::endpoint::{ConnShared, ConnState, QuicConn};
+use super::driver::{ConnShared, ConnState, QuicConn};
 use bytes::{Buf, Bytes};
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, WriteBuf};
 use quinn_proto::{

@@ -2,7 +2,7 @@
 //! request that calls the service, feeds the request body into an [`Incoming`] channel
 //! and writes the response (head, data, trailers) through h3.
 
-use super::endpoint::QuicConn;
+use super::driver::QuicConn;
 use super::quic::{RecvStream, SendStream};
 use crate::http::h1::server::{BodyFailure, BodySink};
 use crate::http::service::BoxError;

@@ -1,0 +1,238 @@
+//! A QUIC connection's task, on either side: it turns the connection's
+//! `quinn_proto::Connection` (the machine) into datagrams, timers and wakeups.
+//!
+//! Whenever it is woken (a datagram, a stream operation, its timer) it drains the machine:
+//! datagrams its [`Side`] has for it, expired timers, endpoint events (new connection ids,
+//! the end of the connection: to the endpoint and back), application events (to
+//! [`Wakers`]), transmits (to the side, which knows the sockets), and sleeps until
+//! `poll_timeout`. The server's side is its shared endpoint (`endpoint.rs`), the client's
+//! a connection's own endpoint and socket (`client.rs`).
+//!
+//! Locks: a connection's state, then its side's endpoint; never the other way round.
+
+use super::endpoint::Paths;
+use super::wakers::Wakers;
+use quinn_proto::{ConnectionError, ConnectionEvent, ConnectionHandle, EndpointEvent, Transmit};
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+/// What a connection's driver needs from the side it runs on.
+pub(super) trait Side: Send + Sync + 'static {
+    /// Hands an endpoint event to the endpoint; its answer goes back to the connection.
+    fn endpoint_event(&self, ch: ConnectionHandle, ev: EndpointEvent) -> Option<ConnectionEvent>;
+    /// Sends one transmit of the connection (`buf[..t.size]`).
+    fn transmit(&self, st: &ConnState, buf: &[u8], t: &Transmit);
+    /// Feeds the connection what arrived for it, when the side reads for it (a client's
+    /// own socket; `cx` is woken when more comes); whether anything did.
+    fn receive(&self, st: &mut ConnState, cx: &mut Context<'_>) -> bool;
+    /// A connection's handshake finished, or the connection ended first.
+    fn handshake_over(&self);
+    /// The connection is drained and gone.
+    fn drained(&self, ch: ConnectionHandle);
+}
+
+/// One QUIC connection, shared by its driver task, the h3 connection and its streams.
+pub(crate) struct ConnShared {
+    pub(super) state: Mutex<ConnState>,
+}
+
+pub(crate) struct ConnState {
+    pub conn: quinn_proto::Connection,
+    pub wakers: Wakers,
+    /// Why the connection ended, once it has.
+    pub error: Option<ConnectionError>,
+    /// The server's UDP connections to the peer (a client's are its socket).
+    pub(super) paths: Paths,
+    /// Counted as a handshake in progress until `Event::Connected` (or the end).
+    pub(super) handshaking: bool,
+    /// Waits for the handshake's end (a client's connect).
+    handshake_waiter: Option<Waker>,
+    driver: Option<Waker>,
+    /// The connection is closed and its CONNECTION_CLOSE has been handed to the socket.
+    close_sent: bool,
+    /// Waits for `close_sent` (the h3 connection's end, before the server may stop).
+    closer: Option<Waker>,
+}
+
+impl ConnState {
+    pub(super) fn new(conn: quinn_proto::Connection, paths: Paths) -> ConnState {
+        ConnState {
+            conn,
+            wakers: Wakers::default(),
+            error: None,
+            paths,
+            handshaking: true,
+            handshake_waiter: None,
+            driver: None,
+            close_sent: false,
+            closer: None,
+        }
+    }
+
+    /// Has the driver run: something was written, read or closed that may need sending.
+    pub fn kick(&self) {
+        if let Some(w) = &self.driver {
+            w.wake_by_ref();
+        }
+    }
+}
+
+/// A handle on a QUIC connection (the `h3::quic` traits are implemented on it).
+#[derive(Clone)]
+pub(crate) struct QuicConn(pub(super) Arc<ConnShared>);
+
+impl QuicConn {
+    pub(super) fn new(state: ConnState) -> QuicConn {
+        QuicConn(Arc::new(ConnShared {
+            state: Mutex::new(state),
+        }))
+    }
+
+    /// Once the connection is closed and its CONNECTION_CLOSE is out (or it ended some
+    /// other way): a server that stops before then would take the UDP socket with it,
+    /// and the peer, hearing nothing, would wait for its idle timeout.
+    pub(crate) async fn close_sent(&self) {
+        poll_fn(|cx| {
+            let mut st = self.0.state.lock().unwrap();
+            if st.close_sent || st.error.is_some() {
+                return Poll::Ready(());
+            }
+            st.closer = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Once the handshake is done: `Err` with why the connection ended before.
+    #[cfg(feature = "client")]
+    pub(crate) async fn handshake_done(&self) -> Result<(), ConnectionError> {
+        poll_fn(|cx| {
+            let mut st = self.0.state.lock().unwrap();
+            if let Some(e) = &st.error {
+                return Poll::Ready(Err(e.clone()));
+            }
+            if !st.handshaking {
+                return Poll::Ready(Ok(()));
+            }
+            st.handshake_waiter = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Whether the connection still takes new streams (not closed, not closing).
+    #[cfg(feature = "client")]
+    pub(crate) fn is_open(&self) -> bool {
+        let st = self.0.state.lock().unwrap();
+        st.error.is_none() && !st.conn.is_closed()
+    }
+
+    /// Closes the connection with an application `code` (its streams end).
+    pub(crate) fn close(&self, code: u32, reason: &'static [u8]) {
+        let mut st = self.0.state.lock().unwrap();
+        st.conn.close(
+            Instant::now(),
+            code.into(),
+            bytes::Bytes::from_static(reason),
+        );
+        st.kick();
+    }
+}
+
+/// The handshake is over (or never will be): uncount it and wake whoever waits for it.
+fn end_handshake(side: &dyn Side, st: &mut ConnState) {
+    if !std::mem::take(&mut st.handshaking) {
+        return;
+    }
+    side.handshake_over();
+    if let Some(w) = st.handshake_waiter.take() {
+        w.wake();
+    }
+}
+
+/// The connection's task: runs the machine whenever it is woken until the connection is
+/// drained.
+pub(super) async fn drive<S: Side>(side: Arc<S>, ch: ConnectionHandle, c: Arc<ConnShared>) {
+    let mut sleep: Option<crate::time::Sleep> = None;
+    let mut buf = Vec::new();
+    poll_fn(|cx| {
+        let mut st = c.state.lock().unwrap();
+        if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            st.driver = Some(cx.waker().clone());
+        }
+        loop {
+            let mut busy = side.receive(&mut st, cx);
+            if st.error.is_some() {
+                // The side ended it (a client's socket was refused).
+                end_handshake(&*side, &mut st);
+            }
+            let now = Instant::now();
+            if st.conn.poll_timeout().is_some_and(|t| t <= now) {
+                st.conn.handle_timeout(now);
+            }
+            while let Some(ev) = st.conn.poll_endpoint_events() {
+                busy = true;
+                if let Some(back) = side.endpoint_event(ch, ev) {
+                    st.conn.handle_event(back);
+                }
+            }
+            while let Some(ev) = st.conn.poll() {
+                busy = true;
+                match &ev {
+                    quinn_proto::Event::ConnectionLost { reason } => {
+                        st.error = Some(reason.clone());
+                        end_handshake(&*side, &mut st);
+                    }
+                    quinn_proto::Event::Connected => end_handshake(&*side, &mut st),
+                    _ => {}
+                }
+                st.wakers.on_event(&ev);
+            }
+            while let Some(t) = st.conn.poll_transmit(now, 1, &mut buf) {
+                busy = true;
+                side.transmit(&st, &buf, &t);
+                buf.clear();
+            }
+            if st.conn.is_closed() && !st.close_sent {
+                st.close_sent = true;
+                if let Some(w) = st.closer.take() {
+                    w.wake();
+                }
+            }
+            if st.conn.is_drained() {
+                if st.error.is_none() {
+                    st.error = Some(ConnectionError::LocallyClosed);
+                }
+                st.wakers.wake_all();
+                if let Some(w) = st.closer.take() {
+                    w.wake();
+                }
+                end_handshake(&*side, &mut st);
+                st.driver = None;
+                drop(st);
+                side.drained(ch);
+                return Poll::Ready(());
+            }
+            if !busy {
+                break;
+            }
+        }
+        let Some(deadline) = st.conn.poll_timeout() else {
+            sleep = None;
+            return Poll::Pending;
+        };
+        let timer = sleep.get_or_insert_with(|| crate::time::sleep_until(deadline));
+        if timer.deadline() != deadline {
+            timer.reset(deadline);
+        }
+        if Pin::new(timer).poll(cx).is_ready() {
+            // Due already: run again at once.
+            cx.waker().wake_by_ref();
+        }
+        Poll::Pending
+    })
+    .await
+}
