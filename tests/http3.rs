@@ -413,3 +413,33 @@ fn with_http3_without_tls_is_an_error_not_a_plain_udp_port() {
         .expect_err("HTTP/3 served without a certificate");
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
 }
+
+#[test]
+fn an_engine_serves_http3_on_a_udp_binding_beside_https() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let tls = Arc::new(pki.server_config(&leaf));
+        let server = fibr::http::Server::new(app());
+        let h3 = server.http3(tls.clone()).expect("the HTTP/3 handler");
+        let https = fibr::tls::TlsServer::new(tls, server);
+        let engine = fibr::Engine::new(
+            fibr::Config::default().with_workers(1),
+            [fibr::Binding::tcp("127.0.0.1:0", https)],
+        )
+        .unwrap();
+        let addr = engine.binding_addrs(0)[0];
+        engine
+            .add_binding(fibr::Binding::udp(addr, h3))
+            .expect("UDP on the same port");
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
+        tokio_rt().block_on(async {
+            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+            let got = exchange(&mut send, get_req("/"), b"", None).await;
+            assert_eq!(got.status, StatusCode::OK);
+            assert_eq!(got.body, b"hello over h3");
+            endpoint.close(0u32.into(), b"done");
+        });
+        engine.shutdown(Duration::from_secs(1));
+    });
+}

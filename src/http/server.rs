@@ -956,6 +956,40 @@ where
     }
 }
 
+#[cfg(feature = "http3")]
+impl<M, Marker> Server<M, Marker>
+where
+    Server<M, Marker>: Http3Server,
+{
+    /// This server's app over HTTP/3 with `tls`'s certificate, as the handler of an
+    /// [`Engine`](crate::Engine) UDP binding (what `serve(..).with_http3()` binds), beside
+    /// the TCP binding of the server itself (under [`TlsServer`](crate::tls::TlsServer)):
+    ///
+    /// ```no_run
+    /// # fn demo(tls: std::sync::Arc<fibr::tls::rustls::ServerConfig>) -> std::io::Result<()> {
+    /// # let app = tower::service_fn(|_req: http::Request<fibr::body::Incoming>| async {
+    /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hi")))
+    /// # });
+    /// use fibr::{Binding, Config, Engine};
+    /// let server = fibr::http::Server::new(app);
+    /// let h3 = server.http3(tls.clone())?;
+    /// let https = fibr::tls::TlsServer::new(tls, server);
+    /// let engine = Engine::new(
+    ///     Config::default(),
+    ///     [Binding::tcp("0.0.0.0:443", https), Binding::udp("0.0.0.0:443", h3)],
+    /// )?;
+    /// engine.run()
+    /// # }
+    /// ```
+    ///
+    /// QUIC's settings are [`ServerConfig::http3`](super::ServerConfig::http3); keep its
+    /// idle timeout below the engine's [`udp_peer_idle_timeout`](crate::Config::udp_peer_idle_timeout)
+    /// (it is clamped below the default one).
+    pub fn http3(&self, tls: Arc<rustls::ServerConfig>) -> io::Result<Arc<dyn Handler>> {
+        self.http3_endpoint(tls, crate::Config::default().udp_peer_idle_timeout)
+    }
+}
+
 /// What `serve(..).with_http3()` asks of a server: a QUIC endpoint that gives each HTTP/3
 /// connection a service from the same app (so it exists wherever `Handler` does).
 #[cfg(feature = "http3")]
