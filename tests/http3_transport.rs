@@ -1,8 +1,8 @@
 //! QUIC's transport choices in `Http3Config`, each on and off against clients fibr did not
 //! write (quinn + h3-quinn, ngtcp2's client): Retry, 0-RTT, connection migration,
-//! stateless reset with a shared key; and a flood of Initial packets from many source
+//! stateless reset with a shared key; a flood of Initial packets from many source
 //! ports, which gets stateless Retry packets past the handshake limit while real clients
-//! are still served.
+//! are still served; and truncated and oversized Initials, which get no answer.
 
 mod common;
 
@@ -350,6 +350,40 @@ fn a_flood_of_initials_from_many_ports_is_retried_past_the_handshake_limit() {
                 .load(std::sync::atomic::Ordering::Relaxed);
             assert!(retries >= 1, "a client arriving under load is retried");
             late.close(0u32.into(), b"done");
+            endpoint.close(0u32.into(), b"done");
+        });
+    });
+}
+
+#[test]
+fn truncated_and_oversized_initials_get_no_answer() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let addr = start(&pki);
+        let mut crypto = pki.client_config();
+        crypto.alpn_protocols = vec![b"h3".to_vec()];
+        let quic = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).unwrap();
+        let client = quinn::ClientConfig::new(Arc::new(quic));
+        let mut forger = quinn_proto::Endpoint::new(Default::default(), None, true, None);
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for cut in [1, 5, 40, 600, 1100, 1199] {
+            let initial = initial_datagram(&mut forger, &client, addr);
+            socket.send_to(&initial[..cut], addr).unwrap();
+        }
+        // A long header claiming an Initial, then 64 KB that decrypt to nothing.
+        let mut oversized = initial_datagram(&mut forger, &client, addr);
+        oversized.resize(65_000, 0xa5);
+        oversized[20..].iter_mut().for_each(|b| *b ^= 0x5a);
+        socket.send_to(&oversized, addr).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut buf = [0u8; 2048];
+        assert!(socket.recv(&mut buf).is_err(), "something answered");
+        tokio_rt().block_on(async {
+            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+            let got = exchange(&mut send, get_req("/"), b"", None).await;
+            assert_eq!(got.body, b"hello over h3");
             endpoint.close(0u32.into(), b"done");
         });
     });
