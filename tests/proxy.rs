@@ -6,6 +6,7 @@
 #[cfg(feature = "tls")]
 mod common;
 
+use common::socks::{connect5, reply5, socks5, stream};
 use fibr::proxy::{relay, ProxyConfig, Relay, RelayConfig, Rules, Server};
 use fibr::{Backend, Binding, Config, Conn, Engine, Handler};
 use std::io::{Read, Write};
@@ -966,44 +967,6 @@ fn a_tls_side_keeps_the_copying_path() {
     assert_eq!(relay.bytes_spliced(), 0);
     assert_eq!(relay.bytes_b_to_a(), answer.len() as u64);
     engine.shutdown(Duration::ZERO);
-}
-
-// ---------------------------------------------------------------------------------------
-// A raw SOCKS client.
-
-fn stream(p: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(p).unwrap();
-    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-    s
-}
-
-/// A SOCKS5 connection past its greeting, offering `methods` (the first is expected).
-fn socks5(p: SocketAddr, methods: &[u8]) -> TcpStream {
-    let mut s = stream(p);
-    let mut greeting = vec![5, methods.len() as u8];
-    greeting.extend_from_slice(methods);
-    s.write_all(&greeting).unwrap();
-    let mut r = [0u8; 2];
-    s.read_exact(&mut r).unwrap();
-    assert_eq!(r, [5, methods[0]]);
-    s
-}
-
-fn connect5(t: SocketAddr) -> Vec<u8> {
-    let SocketAddr::V4(t) = t else { unreachable!() };
-    let mut req = vec![5, 1, 0, 1];
-    req.extend_from_slice(&t.ip().octets());
-    req.extend_from_slice(&t.port().to_be_bytes());
-    req
-}
-
-/// A SOCKS5 reply with an IPv4 bound address.
-fn reply5(s: &mut TcpStream) -> [u8; 10] {
-    let mut r = [0u8; 10];
-    s.read_exact(&mut r).unwrap();
-    assert_eq!(r[0], 5);
-    r
 }
 
 // ---------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ pub(crate) mod udp;
 
 #[cfg(all(feature = "hyper", feature = "ws"))]
 pub(crate) use open::adopt;
-pub(crate) use open::Listener;
+pub(crate) use open::{Listener, StopAccepting};
 #[cfg(all(target_os = "linux", feature = "proxy"))]
 pub(crate) use splice::{splice_pair, Spliced};
 

@@ -6,7 +6,7 @@ use super::live::{Admission, LiveCount};
 use super::DetachedSocket;
 use super::{Conn, ConnInner, Handler, Kind, EV_OPEN};
 use crate::reactor::Source;
-use crate::runtime::{Command, ReadyCtx, Runtime};
+use crate::runtime::{Command, Loop, ReadyCtx, Runtime};
 use crate::sys::{socket, Event, Interest};
 use std::io;
 use std::net::SocketAddr;
@@ -93,6 +93,22 @@ pub(crate) fn adopt(
     });
     lp.send(Command::Register(raw, inner));
     Ok(())
+}
+
+/// Deregisters a source from its loop when dropped (a listener, HTTP/3's UDP socket, a
+/// SOCKS BIND's listening socket).
+pub(crate) struct StopAccepting {
+    pub lp: Arc<Loop>,
+    pub source: Option<Arc<dyn Source<Runtime>>>,
+    pub raw: std::os::fd::RawFd,
+}
+
+impl Drop for StopAccepting {
+    fn drop(&mut self) {
+        if let Some(l) = self.source.take() {
+            self.lp.send(Command::Deregister(l, self.raw));
+        }
+    }
 }
 
 /// Accepts connections on one listening socket (runs on its loop).

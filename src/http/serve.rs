@@ -5,9 +5,8 @@ use super::config::ServerConfig;
 use super::server::Http3Server;
 use super::server::Server;
 use super::service::{MakeService, ServiceMarker};
-use crate::conn::{Handler, Kind, Listener};
-use crate::reactor::Source;
-use crate::runtime::{Command, Loop, Runtime};
+use crate::conn::{Handler, Kind, Listener, StopAccepting};
+use crate::runtime::{Command, Runtime};
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::marker::PhantomData;
@@ -243,21 +242,6 @@ fn http3_address(
     config.alt_svc =
         Some(http::HeaderValue::try_from(alt_svc).map_err(|e| invalid(&e.to_string()))?);
     Ok(addr)
-}
-
-/// Deregisters a source (the listener, HTTP/3's UDP socket) when dropped.
-struct StopAccepting {
-    lp: Arc<Loop>,
-    source: Option<Arc<dyn Source<Runtime>>>,
-    raw: std::os::fd::RawFd,
-}
-
-impl Drop for StopAccepting {
-    fn drop(&mut self) {
-        if let Some(l) = self.source.take() {
-            self.lp.send(Command::Deregister(l, self.raw));
-        }
-    }
 }
 
 impl<M, Marker> IntoFuture for Serve<M, Marker>

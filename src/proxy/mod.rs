@@ -6,9 +6,9 @@
 //!
 //! Each protocol's handshake is a sans-IO machine (`socks.rs`, `http_connect.rs`: bytes in,
 //! replies and a decision out). The driver here runs it on the client's connection,
-//! checks the [`Rules`], resolves names off the loops, dials the target, writes the
-//! protocol's answer, and then leaves both connections to the relay: from then on no task
-//! stands between them.
+//! checks the [`Rules`], resolves names off the loops, dials the target (or, for a SOCKS
+//! BIND, listens for it: `bind.rs`), writes the protocol's answer, and then leaves both
+//! connections to the relay: from then on no task stands between them.
 //!
 //! ```no_run
 //! use fibr::proxy::{ProxyConfig, Rules, Server};
@@ -21,6 +21,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod bind;
 mod forward;
 mod http_connect;
 mod relay;
@@ -51,6 +52,9 @@ pub struct ProxyConfig {
     pub handshake_timeout: Duration,
     /// Time to reach the target, name resolution included (SOCKS reply 4, HTTP 504 past it).
     pub connect_timeout: Duration,
+    /// Time a SOCKS BIND waits for the host it named to connect (SOCKS5 reply 6, SOCKS4
+    /// 91 past it).
+    pub bind_timeout: Duration,
     /// Longest HTTP request head, `CONNECT` or forwarded (431 past it).
     pub max_request_head: usize,
     /// Time from forwarding an `http://` request to the target's response head, the
@@ -84,6 +88,7 @@ impl Default for ProxyConfig {
             rules: Rules::new(),
             handshake_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
+            bind_timeout: Duration::from_secs(60),
             max_request_head: 8 * 1024,
             response_timeout: Duration::from_secs(60),
             relay: RelayConfig::default(),
@@ -97,6 +102,7 @@ config_setters!(ProxyConfig {
     set with_rules => rules: Rules,
     set with_handshake_timeout => handshake_timeout: Duration,
     set with_connect_timeout => connect_timeout: Duration,
+    set with_bind_timeout => bind_timeout: Duration,
     set with_max_request_head => max_request_head: usize,
     set with_response_timeout => response_timeout: Duration,
     set with_relay => relay: RelayConfig,
@@ -167,6 +173,10 @@ pub(crate) enum Step {
     Authenticate(Credentials),
     /// The client asks for a tunnel; answer with `connected` or `failed`.
     Connect(Target, Auth),
+    /// A SOCKS BIND: the client wants a connection from the target host; answer with
+    /// `connected` (where the proxy listens), then `connected` again (the peer that
+    /// connected), or `failed`.
+    Bind(Target, Auth),
     /// A SOCKS5 UDP ASSOCIATE (the target is the client's UDP address, or zeros); answer
     /// with `connected` (the relay's address) or `failed`.
     Associate(Target, Auth),
@@ -240,6 +250,8 @@ struct PendingState {
     /// Addresses left to try, last first.
     addrs: Vec<SocketAddr>,
     last_error: Option<io::Error>,
+    /// A BIND's listening socket, until its peer connects.
+    listening: Option<crate::conn::StopAccepting>,
 }
 
 impl Pending {
@@ -302,31 +314,29 @@ impl PendingState {
         if let Some(target) = self.target.take() {
             target.close();
         }
+        self.listening = None;
     }
 }
 
-/// The target connection's handler while it is being dialed.
-struct Dial(Arc<Pending>);
-
-impl Handler for Dial {
-    fn on_open(&self, target: &Conn) {
+impl Pending {
+    /// `target` is connected (dialed, or accepted by a BIND): answers the client with
+    /// `reply` (the address its protocol names) and relays between the two.
+    fn tunnel(&self, target: &Conn, reply: SocketAddr) {
         let (client, reply, rest) = {
-            let mut st = self.0.lock();
+            let mut st = self.lock();
             if st.done {
                 drop(st);
                 return target.close();
             }
             st.done = true;
             st.target = None;
+            st.listening = None;
             let Some(client) = st.client.take() else {
                 return target.close();
             };
-            let bound = target
-                .local_addr()
-                .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let mut reply = Vec::new();
-            st.machine.connected(bound, &mut reply);
-            (client, reply, st.machine.take_rest())
+            let mut out = Vec::new();
+            st.machine.connected(reply, &mut out);
+            (client, out, st.machine.take_rest())
         };
         // Drops the handshake timer (outside the pending lock: the client's callbacks
         // take the context first, then that lock).
@@ -335,8 +345,20 @@ impl Handler for Dial {
         if !rest.is_empty() {
             let _ = target.send(&rest);
         }
-        relay(&client, target, &self.0.config.relay);
+        relay(&client, target, &self.config.relay);
         client.resume_reads();
+    }
+}
+
+/// The target connection's handler while it is being dialed.
+struct Dial(Arc<Pending>);
+
+impl Handler for Dial {
+    fn on_open(&self, target: &Conn) {
+        let bound = target
+            .local_addr()
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        self.0.tunnel(target, bound);
     }
 
     fn on_data(&self, _target: &Conn, _data: &[u8]) {}
@@ -398,7 +420,11 @@ impl Server {
                     machine.authenticated(ok, out)
                 }
                 Step::Connect(target, auth) => {
-                    self.connect(conn, session, target, auth);
+                    self.connect(conn, session, target, auth, Request::Connect);
+                    return None;
+                }
+                Step::Bind(target, auth) => {
+                    self.connect(conn, session, target, auth, Request::Bind);
                     return None;
                 }
                 Step::Associate(hint, auth) => {
@@ -411,14 +437,26 @@ impl Server {
         }
     }
 
-    /// The request is complete: hold the client's reads, check the rules, resolve and dial.
-    fn connect(&self, conn: &Conn, session: &mut Session, target: Target, auth: Auth) {
+    /// The request is complete: hold the client's reads, check the rules, resolve, and
+    /// dial the target (or, for a BIND, listen for it).
+    fn connect(
+        &self,
+        conn: &Conn,
+        session: &mut Session,
+        target: Target,
+        auth: Auth,
+        request: Request,
+    ) {
         let Some(machine) = session.machine.take() else {
             return;
         };
         conn.hold_reads();
         let cfg = &self.config;
-        let deadline = Instant::now() + cfg.connect_timeout;
+        let deadline = Instant::now()
+            + match request {
+                Request::Connect => cfg.connect_timeout,
+                Request::Bind => cfg.bind_timeout,
+            };
         Server::arm(conn, &mut session.timer, deadline);
         let pending = Arc::new(Pending {
             config: cfg.clone(),
@@ -429,24 +467,38 @@ impl Server {
                 target: None,
                 addrs: Vec::new(),
                 last_error: None,
+                listening: None,
             }),
         });
         session.pending = Some(pending.clone());
         if let Err(why) = self.check_client(conn, &auth) {
             return pending.lock().fail(why);
         }
+        let go = move |pending: Arc<Pending>, name: Option<&str>, addrs| match request {
+            Request::Connect => pending.dial_allowed(name, addrs),
+            Request::Bind => pending.listen(name, addrs),
+        };
         match target {
-            Target::Addr(addr) => pending.dial_allowed(None, vec![addr]),
+            Target::Addr(addr) => go(pending, None, vec![addr]),
             Target::Name(name, port) => {
                 crate::exec::spawn_on(&conn.inner.rt.pool, async move {
                     match crate::net::resolve((name.as_str(), port)).await {
-                        Ok(addrs) => pending.dial_allowed(Some(&name), addrs),
+                        Ok(addrs) => go(pending, Some(&name), addrs),
                         Err(e) => pending.lock().fail(Failure::from_io(&e)),
                     }
                 });
             }
         }
     }
+}
+
+/// What a request asks the proxy to do with its target.
+#[derive(Clone, Copy)]
+enum Request {
+    /// Dial it (SOCKS CONNECT, HTTP `CONNECT`).
+    Connect,
+    /// Wait for it to connect (SOCKS BIND).
+    Bind,
 }
 
 /// What becomes of a client connection whose handshake is over without a tunnel.
@@ -605,6 +657,7 @@ impl Handler for Server {
                 let mut st = pending.lock();
                 st.done = true;
                 st.client = None;
+                st.listening = None;
                 if let Some(target) = st.target.take() {
                     target.close();
                 }

@@ -1,6 +1,7 @@
-//! SOCKS handshakes as sans-IO machines: SOCKS5 (RFC 1928, CONNECT and UDP ASSOCIATE)
-//! with no authentication or username/password (RFC 1929), and SOCKS4 with 4a's host
-//! names.
+//! SOCKS handshakes as sans-IO machines: SOCKS5 (RFC 1928, CONNECT, BIND and UDP
+//! ASSOCIATE) with no authentication or username/password (RFC 1929), and SOCKS4 (CONNECT
+//! and BIND) with 4a's host names. A BIND is answered twice, with the same message:
+//! `connected` once with the listening address, then with the peer's.
 //! Every message is bounded by its length fields (SOCKS4's NUL-terminated strings by
 //! [`MAX_STRING`]), so a machine keeps at most one message of input.
 
@@ -15,6 +16,7 @@ const NO_AUTH: u8 = 0x00;
 const USER_PASS: u8 = 0x02;
 const NO_METHOD: u8 = 0xff;
 const CMD_CONNECT: u8 = 0x01;
+const CMD_BIND: u8 = 0x02;
 const CMD_UDP_ASSOCIATE: u8 = 0x03;
 pub(crate) const ATYP_V4: u8 = 0x01;
 pub(crate) const ATYP_NAME: u8 = 0x03;
@@ -151,7 +153,7 @@ impl Socks5 {
             return Some(self.refuse(out, None));
         }
         let command = b[1];
-        if command != CMD_CONNECT && command != CMD_UDP_ASSOCIATE {
+        if ![CMD_CONNECT, CMD_BIND, CMD_UDP_ASSOCIATE].contains(&command) {
             return Some(self.refuse(out, Some(REP_CMD_UNSUPPORTED)));
         }
         let (target, len) = match address(&b[3..]) {
@@ -167,10 +169,10 @@ impl Socks5 {
         } else {
             Auth::None
         };
-        Some(if command == CMD_CONNECT {
-            Step::Connect(target, auth)
-        } else {
-            Step::Associate(target, auth)
+        Some(match command {
+            CMD_CONNECT => Step::Connect(target, auth),
+            CMD_BIND => Step::Bind(target, auth),
+            _ => Step::Associate(target, auth),
         })
     }
 
@@ -329,7 +331,8 @@ impl Socks4 {
         if b[0] != 4 {
             return self.refuse(out, false);
         }
-        if b[1] != CMD_CONNECT {
+        let command = b[1];
+        if command != CMD_CONNECT && command != CMD_BIND {
             return self.refuse(out, true);
         }
         let port = port(&b[2..4]);
@@ -354,7 +357,11 @@ impl Socks4 {
         };
         self.input.consume(end);
         self.done = true;
-        Step::Connect(target, Auth::None)
+        if command == CMD_BIND {
+            Step::Bind(target, Auth::None)
+        } else {
+            Step::Connect(target, Auth::None)
+        }
     }
 
     /// No NUL yet in the string that starts at `from`: wait, or refuse one too long.

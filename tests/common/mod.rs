@@ -13,6 +13,7 @@ pub mod h3;
 #[cfg(feature = "tls")]
 pub mod pki;
 pub mod prefork;
+pub mod socks;
 
 use fibr::http::{MakeService, Server, ServerConfig};
 use fibr::net::TcpListener;

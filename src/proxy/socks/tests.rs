@@ -126,8 +126,8 @@ fn socks5_bad_subnegotiation_version() {
 #[test]
 fn socks5_unsupported_command_and_address_type() {
     for (req, code) in [
-        (&[5u8, 2, 0, 1, 1, 2, 3, 4, 0, 1][..], 7), // BIND
-        (&[5, 9, 0, 1, 1, 2, 3, 4, 0, 1], 7),
+        (&[5u8, 9, 0, 1, 1, 2, 3, 4, 0, 1][..], 7),
+        (&[5, 4, 0, 1, 1, 2, 3, 4, 0, 1], 7),
         (&[5, 1, 0, 2, 1, 2, 3, 4, 0, 1], 8),
         (&[5, 1, 0, 0, 1, 2, 3, 4, 0, 1], 8),
         (&[5, 1, 0, 3, 0, 0, 1], 1),             // an empty name
@@ -160,6 +160,25 @@ fn socks5_udp_associate_names_the_clients_udp_address() {
     out.clear();
     m.connected("127.0.0.1:4000".parse().unwrap(), &mut out);
     assert_eq!(out, [5, 0, 0, 1, 127, 0, 0, 1, 0x0f, 0xa0]);
+}
+
+#[test]
+fn socks5_bind_is_answered_twice() {
+    let mut m = Socks5::new(false);
+    let mut out = Vec::new();
+    let req = [5, 1, 0, 5, 2, 0, 1, 10, 1, 2, 3, 0, 21];
+    assert_eq!(
+        feed_split(&mut m, &req, &mut out),
+        Step::Bind(v4("10.1.2.3:21"), Auth::None)
+    );
+    out.clear();
+    // The listening address, then the peer that connected to it.
+    m.connected("127.0.0.1:4000".parse().unwrap(), &mut out);
+    m.connected("10.1.2.3:20".parse().unwrap(), &mut out);
+    assert_eq!(
+        out,
+        [5, 0, 0, 1, 127, 0, 0, 1, 0x0f, 0xa0, 5, 0, 0, 1, 10, 1, 2, 3, 0, 20]
+    );
 }
 
 #[test]
@@ -293,10 +312,21 @@ fn socks4_string_limits() {
 }
 
 #[test]
+fn socks4_bind() {
+    let mut m = Socks4::new();
+    let mut out = Vec::new();
+    let step = feed_split(&mut m, &[4, 2, 0, 21, 10, 1, 2, 3, 0], &mut out);
+    assert_eq!(step, Step::Bind(v4("10.1.2.3:21"), Auth::None));
+    m.connected("127.0.0.1:9".parse().unwrap(), &mut out);
+    m.connected("10.1.2.3:20".parse().unwrap(), &mut out);
+    assert_eq!(out, [0, 90, 0, 9, 127, 0, 0, 1, 0, 90, 0, 20, 10, 1, 2, 3]);
+}
+
+#[test]
 fn socks4_bad_command_and_name() {
     let mut out = Vec::new();
     assert_eq!(
-        Socks4::new().receive(&[4, 2, 0, 80, 1, 2, 3, 4, 0], &mut out),
+        Socks4::new().receive(&[4, 3, 0, 80, 1, 2, 3, 4, 0], &mut out),
         Step::Close
     );
     assert_eq!(out, [0, 91, 0, 0, 0, 0, 0, 0]);
