@@ -311,38 +311,27 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         let this = self.get_mut();
-        let frame = match &mut this.state {
-            State::Done => return Poll::Ready(None),
-            State::H2(s) => match ready!(s.poll_frame(cx)) {
-                Some(Ok(f)) => f,
-                Some(Err(e)) => {
-                    this.state = State::Done;
-                    return Poll::Ready(Some(Err(e)));
-                }
-                None => {
-                    this.state = State::Done;
-                    return Poll::Ready(None);
-                }
-            },
+        // A stream of a multiplexed connection: its frame, or its end.
+        let multiplexed = match &mut this.state {
+            State::H2(s) => Some(ready!(s.poll_frame(cx))),
             #[cfg(feature = "http3")]
-            State::H3(s) => match ready!(s.poll_frame(cx)) {
-                Some(Ok(f)) => f,
-                Some(Err(e)) => {
-                    this.state = State::Done;
-                    return Poll::Ready(Some(Err(e)));
-                }
-                None => {
-                    this.state = State::Done;
-                    return Poll::Ready(None);
-                }
-            },
-            State::Full(_) => {
+            State::H3(s) => Some(ready!(s.poll_frame(cx))),
+            _ => None,
+        };
+        let frame = match (multiplexed, &mut this.state) {
+            (Some(Some(Ok(f))), _) => f,
+            (Some(end), _) => {
+                this.state = State::Done;
+                return Poll::Ready(end);
+            }
+            (None, State::Done) => return Poll::Ready(None),
+            (None, State::Full(_)) => {
                 let State::Full(b) = std::mem::replace(&mut this.state, State::Done) else {
                     unreachable!("matched above")
                 };
                 Frame::data(b)
             }
-            State::Streaming(s) => match s.poll_next(cx) {
+            (None, State::Streaming(s)) => match s.poll_next(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(e)) => {
                     this.state = State::Done;
@@ -362,6 +351,7 @@ impl Body for ResponseBody {
                     }
                 }
             },
+            (None, _) => unreachable!("a multiplexed stream's body was polled above"),
         };
         if let Some(data) = frame.data_ref() {
             if let Some(e) = this.over_limit(data.len()) {
