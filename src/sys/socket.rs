@@ -521,11 +521,13 @@ impl<'a> OutDatagram<'a> {
     }
 
     /// True if this entry carries several datagrams (a GSO send).
+    #[cfg(target_os = "linux")]
     fn is_gso(&self) -> bool {
         self.segment_size > 0 && self.segment_size < self.data.len()
     }
 
     /// How many datagrams it carries.
+    #[cfg(target_os = "linux")]
     fn count(&self) -> usize {
         segments(self.data, self.segment_size).count()
     }
