@@ -216,7 +216,7 @@ impl Engine {
             Addr::Udp(a) => {
                 let fd = socket::udp_socket(*a)?;
                 let bound = socket::local_addr(fd.as_raw_fd());
-                let src = UdpSocketSource::new(fd, handler.clone());
+                let src = UdpSocketSource::new(fd, handler.clone(), &rt.config);
                 (src.raw_fd(), src, bound, None)
             }
         };

@@ -60,6 +60,15 @@ pub struct Config {
     pub udp_peer_idle_timeout: Duration,
     /// Most UDP peers tracked per socket; datagrams from further peers are dropped.
     pub udp_max_peers: usize,
+    /// UDP sockets of bindings send several equal-size datagrams in one call with
+    /// segmentation offload (Linux UDP_SEGMENT) where the kernel has it: see
+    /// [`Conn::send_segments`](crate::Conn::send_segments). Off: one datagram per entry of
+    /// the send batch, and [`Conn::max_segments`](crate::Conn::max_segments) is 1.
+    pub udp_gso: bool,
+    /// UDP sockets of bindings let the kernel coalesce received datagrams of one peer into
+    /// one read (Linux UDP_GRO), split again before handlers see them. Off: one datagram
+    /// per read.
+    pub udp_gro: bool,
     /// Prefix of thread names.
     pub thread_name: String,
 }
@@ -86,6 +95,8 @@ impl Default for Config {
             linger_max_bytes: 1024 * 1024,
             udp_peer_idle_timeout: Duration::from_secs(60),
             udp_max_peers: 65_536,
+            udp_gso: true,
+            udp_gro: true,
             thread_name: "fibr".into(),
         }
     }
@@ -110,6 +121,8 @@ config_setters!(Config {
     set with_linger_max_bytes => linger_max_bytes: usize,
     set with_udp_peer_idle_timeout => udp_peer_idle_timeout: Duration,
     set with_udp_max_peers => udp_max_peers: usize,
+    set with_udp_gso => udp_gso: bool,
+    set with_udp_gro => udp_gro: bool,
     into with_thread_name => thread_name: String,
 });
 

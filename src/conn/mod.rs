@@ -929,6 +929,47 @@ impl Conn {
         })
     }
 
+    /// UDP: sends `data` as consecutive datagrams of `segment_size` bytes each (the last
+    /// may be shorter), e.g. a QUIC transmit whose `segment_size` is set. They are queued
+    /// like [`Conn::send`]'s, in order, and leave in the round's send batch as GSO sends
+    /// (one `UDP_SEGMENT` entry of up to [`Conn::max_segments`] datagrams and 64 KiB each)
+    /// where the socket can, else as separate datagrams: the peer gets the same datagrams
+    /// either way. Empty `data` sends nothing.
+    ///
+    /// Errors: `InvalidInput` if `segment_size` is 0 or larger than a UDP datagram can be
+    /// (65,507 bytes); `Unsupported` on a stream connection; `NotConnected` once closed.
+    pub fn send_segments(&self, data: &[u8], segment_size: usize) -> io::Result<()> {
+        if self.inner.kind != Kind::Udp {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "send_segments on a stream connection",
+            ));
+        }
+        if segment_size == 0 || segment_size > socket::MAX_UDP_PAYLOAD {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "segment_size must be 1..=65507",
+            ));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.inner
+            .enqueue(|io| io.out.push_segments(data, segment_size))
+    }
+
+    /// How many datagrams one send of [`Conn::send_segments`] carries in a single GSO send
+    /// (a QUIC driver's `max_datagrams` for `poll_transmit`): 64 on a UDP peer whose socket
+    /// has segmentation offload (Linux, [`Config::udp_gso`](crate::Config::udp_gso)), 1
+    /// without it (then each segment is its own datagram in the batch) and on stream
+    /// connections. It drops to 1 for good if the kernel refuses a GSO send.
+    pub fn max_segments(&self) -> usize {
+        self.inner
+            .udp
+            .as_ref()
+            .map_or(1, |link| link.max_segments())
+    }
+
     /// Sends `len` bytes of `file` starting at `offset`, with sendfile(2) where available.
     pub fn send_file(&self, file: &File, offset: u64, len: u64) -> io::Result<()> {
         if self.inner.kind == Kind::Udp {

@@ -42,13 +42,20 @@ enum Chunk {
         offset: u64,
         remaining: u64,
     },
-    Datagram(Vec<u8>),
+    Datagram(Datagrams),
     /// Bytes in a pipe, spliced into the socket (see `super::splice`).
     #[cfg(target_os = "linux")]
     Pipe {
         pipe: Arc<Pipe>,
         len: usize,
     },
+}
+
+/// Datagrams queued on a UDP peer: `data` leaves as datagrams of `segment_size` bytes (the
+/// last may be shorter); a plain send is one datagram of `data.len()`.
+pub(crate) struct Datagrams {
+    pub data: Vec<u8>,
+    pub segment_size: usize,
 }
 
 #[derive(Default)]
@@ -231,12 +238,20 @@ impl Output {
     }
 
     pub fn push_datagram(&mut self, d: &[u8]) {
-        self.queued += d.len() as u64;
-        self.chunks.push_back(Chunk::Datagram(d.to_vec()));
+        self.push_segments(d, d.len());
+    }
+
+    /// Queues `data` as datagrams of `segment_size` bytes, the last may be shorter (UDP).
+    pub fn push_segments(&mut self, data: &[u8], segment_size: usize) {
+        self.queued += data.len() as u64;
+        self.chunks.push_back(Chunk::Datagram(Datagrams {
+            data: data.to_vec(),
+            segment_size,
+        }));
     }
 
     /// Takes the queued datagrams (UDP peers).
-    pub fn take_datagrams(&mut self) -> Vec<Vec<u8>> {
+    pub fn take_datagrams(&mut self) -> Vec<Datagrams> {
         self.queued = 0;
         std::mem::take(&mut self.chunks)
             .into_iter()

@@ -4,22 +4,29 @@
 //! queues the datagram in its inbox; the peer's round hands each to `on_data`. A peer's
 //! sends are batched with sendmmsg at the end of its round. Peers that stay silent for
 //! `udp_peer_idle_timeout` are closed; at most `udp_max_peers` are tracked at once.
+//!
+//! On Linux the socket asks for UDP_GRO (`Config::udp_gro`): a read may then carry several
+//! datagrams of one peer coalesced, which are split again before the inbox, so `on_data`
+//! still sees one datagram per call. `Conn::send_segments` queues equal-size datagrams as
+//! one buffer, sent as one GSO entry (UDP_SEGMENT) of the sendmmsg batch while the socket
+//! can (`Config::udp_gso`, probed at bind, turned off by the first send the kernel
+//! refuses), else as separate datagrams.
 
 use super::{ConnInner, Handler, Kind, EV_CLOSE, EV_OPEN, EV_READ};
 use crate::conn::output::Output;
 use crate::reactor::Source;
-use crate::runtime::{ReadyCtx, Runtime};
+use crate::runtime::{Config, ReadyCtx, Runtime};
 use crate::sys::{socket, Event, Interest};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// Datagrams read per recvmmsg call.
 const BATCH: usize = 16;
-/// Largest datagram accepted (the UDP maximum payload).
+/// Read buffer size: the largest datagram, and the most a GRO read coalesces (64 KiB).
 const MAX_DATAGRAM: usize = 65_536;
 /// Most datagrams waiting in one peer's inbox; more are dropped (UDP may lose them anyway).
 const MAX_INBOX: usize = 1024;
@@ -29,6 +36,8 @@ pub(crate) struct UdpSocketSource {
     handler: Arc<dyn Handler>,
     peers: Mutex<HashMap<SocketAddr, Arc<ConnInner>>>,
     bufs: Mutex<Vec<Vec<u8>>>,
+    /// Sends may carry several datagrams in one GSO entry (see `socket::send_batch`).
+    gso: AtomicBool,
     /// When the next idle sweep is due and when the armed retry fires (ms since epoch).
     sweep_at: AtomicU64,
     retry_at: AtomicU64,
@@ -37,12 +46,17 @@ pub(crate) struct UdpSocketSource {
 }
 
 impl UdpSocketSource {
-    pub fn new(fd: OwnedFd, handler: Arc<dyn Handler>) -> Arc<UdpSocketSource> {
+    /// A source reading `fd`, with UDP_GRO and GSO where `config` asks and the kernel can.
+    pub fn new(fd: OwnedFd, handler: Arc<dyn Handler>, config: &Config) -> Arc<UdpSocketSource> {
+        let gro = config.udp_gro && socket::set_udp_gro(fd.as_raw_fd());
+        let gso = config.udp_gso && socket::udp_gso_supported(fd.as_raw_fd());
+        tracing::debug!(gro, gso, "UDP socket offloads");
         Arc::new_cyclic(|me| UdpSocketSource {
             fd,
             handler,
             peers: Mutex::new(HashMap::new()),
             bufs: Mutex::new(Vec::new()),
+            gso: AtomicBool::new(gso),
             sweep_at: AtomicU64::new(0),
             retry_at: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -84,16 +98,42 @@ impl PeerLink {
         self.inbox.lock().unwrap().pop_front()
     }
 
+    /// How many datagrams one GSO send may carry now: `socket::GSO_MAX_SEGMENTS`, or 1
+    /// without GSO.
+    pub fn max_segments(&self) -> usize {
+        if self.socket.gso.load(Ordering::Relaxed) {
+            socket::GSO_MAX_SEGMENTS
+        } else {
+            1
+        }
+    }
+
     /// Sends every queued datagram to the peer; what the socket refuses is dropped, as UDP may.
     pub fn send_all(&self, out: &mut Output) {
-        let datagrams = out.take_datagrams();
-        if datagrams.is_empty() {
+        let queued = out.take_datagrams();
+        if queued.is_empty() {
             return;
         }
-        let refs: Vec<&[u8]> = datagrams.iter().map(|d| d.as_slice()).collect();
-        match socket::send_batch(self.socket.fd.as_raw_fd(), self.peer, &refs) {
-            Ok(n) if n < refs.len() => {
-                tracing::debug!(dropped = refs.len() - n, "UDP send buffer full")
+        let gso = self.socket.gso.load(Ordering::Relaxed);
+        let mut entries = Vec::with_capacity(queued.len());
+        for q in &queued {
+            socket::push_segmented(&mut entries, &q.data, q.segment_size, gso);
+        }
+        let total = queued
+            .iter()
+            .map(|q| match q.segment_size {
+                0 => 1,
+                s => q.data.len().div_ceil(s).max(1),
+            })
+            .sum::<usize>();
+        match socket::send_batch(
+            self.socket.fd.as_raw_fd(),
+            self.peer,
+            &entries,
+            &self.socket.gso,
+        ) {
+            Ok(n) if n < total => {
+                tracing::debug!(dropped = total - n, "UDP send buffer full")
             }
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, peer = %self.peer, "UDP send failed"),
@@ -170,9 +210,12 @@ impl Source<Runtime> for UdpSocketSource {
                 let link = conn.udp.as_ref().unwrap();
                 link.last_active.store(now, Ordering::Relaxed);
                 {
+                    // A GRO read holds several datagrams: each goes in on its own.
                     let mut inbox = link.inbox.lock().unwrap();
-                    if inbox.len() < MAX_INBOX {
-                        inbox.push_back(bufs[i][..d.len].to_vec());
+                    for datagram in d.datagrams(&bufs[i]) {
+                        if inbox.len() < MAX_INBOX {
+                            inbox.push_back(datagram.to_vec());
+                        }
                     }
                 }
                 conn.notify(EV_READ);

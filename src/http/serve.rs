@@ -161,7 +161,7 @@ where
             (Some((make, addr)), Some(tls)) => {
                 let fd = crate::sys::socket::udp_socket(addr)?;
                 let endpoint = make(&server, tls, rt.config.udp_peer_idle_timeout)?;
-                let src = crate::conn::udp::UdpSocketSource::new(fd, endpoint);
+                let src = crate::conn::udp::UdpSocketSource::new(fd, endpoint, &rt.config);
                 let raw = src.raw_fd();
                 lp.send(Command::Register(raw, src.clone()));
                 Some(StopAccepting {
