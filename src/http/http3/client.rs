@@ -48,6 +48,11 @@ impl Side for ClientSide {
         self.send(buf, t)
     }
 
+    fn max_datagrams(&self, _: &ConnState) -> usize {
+        // `fibr::net::UdpSocket` sends one datagram at a time.
+        1
+    }
+
     fn receive(&self, st: &mut ConnState, cx: &mut Context<'_>) -> bool {
         let mut rbuf = self.rbuf.lock().unwrap();
         let mut out = Vec::new();

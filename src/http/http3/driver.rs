@@ -23,8 +23,11 @@ use std::time::Instant;
 pub(super) trait Side: Send + Sync + 'static {
     /// Hands an endpoint event to the endpoint; its answer goes back to the connection.
     fn endpoint_event(&self, ch: ConnectionHandle, ev: EndpointEvent) -> Option<ConnectionEvent>;
-    /// Sends one transmit of the connection (`buf[..t.size]`).
+    /// Sends one transmit of the connection (`buf[..t.size]`: datagrams of
+    /// `t.segment_size` bytes each when it is set).
     fn transmit(&self, st: &ConnState, buf: &[u8], t: &Transmit);
+    /// How many datagrams one transmit may carry (more than one with GSO).
+    fn max_datagrams(&self, st: &ConnState) -> usize;
     /// Feeds the connection what arrived for it, when the side reads for it (a client's
     /// own socket; `cx` is woken when more comes); whether anything did.
     fn receive(&self, st: &mut ConnState, cx: &mut Context<'_>) -> bool;
@@ -191,7 +194,8 @@ pub(super) async fn drive<S: Side>(side: Arc<S>, ch: ConnectionHandle, c: Arc<Co
                 }
                 st.wakers.on_event(&ev);
             }
-            while let Some(t) = st.conn.poll_transmit(now, 1, &mut buf) {
+            let batch = side.max_datagrams(&st);
+            while let Some(t) = st.conn.poll_transmit(now, batch, &mut buf) {
                 busy = true;
                 side.transmit(&st, &buf, &t);
                 buf.clear();

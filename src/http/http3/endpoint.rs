@@ -69,14 +69,22 @@ impl QuicEndpoint {
     }
 
     /// Whether a client whose address is not yet validated is asked to do so first.
-    fn should_retry(&self) -> bool {
-        match self.retry {
-            RetryPolicy::Never => false,
-            RetryPolicy::Always => true,
-            RetryPolicy::UnderLoad { handshakes } => {
-                self.handshaking.load(Ordering::Relaxed) >= handshakes
-            }
-        }
+    /// Counts a new connection's handshake, unless the policy asks a client whose address
+    /// is not validated to Retry instead (then false, and nothing is counted). Checked and
+    /// counted in one step: datagrams from different peers are taken on different workers
+    /// at once.
+    fn claim_handshake(&self, validated: bool) -> bool {
+        let limit = match self.retry {
+            _ if validated => usize::MAX,
+            RetryPolicy::Never => usize::MAX,
+            RetryPolicy::Always => 0,
+            RetryPolicy::UnderLoad { handshakes } => handshakes,
+        };
+        self.handshaking
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
     }
 
     fn accept(&self, udp: &Conn, mut incoming: quinn_proto::Incoming, now: Instant) {
@@ -89,7 +97,7 @@ impl QuicEndpoint {
             send(udp, &buf, &t);
             return;
         }
-        if !incoming.remote_address_validated() && self.should_retry() {
+        if !self.claim_handshake(incoming.remote_address_validated()) {
             // Stateless: the client comes back with the token, or (forged) never does.
             match ep.retry(incoming, &mut buf) {
                 Ok(t) => {
@@ -97,7 +105,10 @@ impl QuicEndpoint {
                     send(udp, &buf, &t);
                     return;
                 }
-                Err(e) => incoming = e.into_incoming(),
+                Err(e) => {
+                    incoming = e.into_incoming();
+                    self.handshaking.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
         let accepted = ep.accept(incoming, now, &mut buf, None);
@@ -105,6 +116,7 @@ impl QuicEndpoint {
         let (ch, conn) = match accepted {
             Ok(c) => c,
             Err(e) => {
+                self.handshake_over();
                 tracing::debug!(error = %e.cause, "QUIC connection not accepted");
                 if let Some(t) = e.response {
                     send(udp, &buf, &t);
@@ -113,7 +125,6 @@ impl QuicEndpoint {
             }
         };
         let quic = QuicConn::new(ConnState::new(conn, Paths::new(udp)));
-        self.handshaking.fetch_add(1, Ordering::Relaxed);
         self.conns.lock().unwrap().insert(ch, quic.0.clone());
         let Some(me) = self.me.upgrade() else { return };
         crate::spawn(drive(me, ch, quic.0.clone()));
@@ -173,6 +184,12 @@ impl Side for QuicEndpoint {
         }
     }
 
+    fn max_datagrams(&self, st: &ConnState) -> usize {
+        st.paths
+            .newest()
+            .map_or(1, |udp| udp.max_segments().min(MAX_SEGMENTS))
+    }
+
     fn receive(&self, _: &mut ConnState, _: &mut Context<'_>) -> bool {
         // Datagrams arrive through `on_data`, which hands them to the connection itself.
         false
@@ -187,9 +204,18 @@ impl Side for QuicEndpoint {
     }
 }
 
+/// Datagrams a transmit carries at most: as quinn's own driver, past which a burst gains
+/// little and a loss costs more at once.
+const MAX_SEGMENTS: usize = 10;
+
 fn send(udp: &Conn, buf: &[u8], t: &Transmit) {
-    // One datagram per transmit: the driver asks for no segmentation (GSO is not used yet).
-    if let Err(e) = udp.send(&buf[..t.size]) {
+    let data = &buf[..t.size];
+    // Several datagrams of `segment_size` leave in one GSO send where the socket can.
+    let sent = match t.segment_size {
+        Some(segment) if segment < t.size => udp.send_segments(data, segment),
+        _ => udp.send(data),
+    };
+    if let Err(e) = sent {
         tracing::debug!(error = %e, "QUIC datagram not sent");
     }
 }
@@ -226,6 +252,11 @@ impl Paths {
         self.0.retain(|c| !c.same(udp));
         self.0.insert(0, udp.clone());
         self.0.truncate(PATHS_KEPT);
+    }
+
+    /// The path packets came from last.
+    fn newest(&self) -> Option<&Conn> {
+        self.0.first()
     }
 
     /// The UDP connection to `peer`, if a packet came from it lately.
