@@ -8,7 +8,6 @@
 mod common;
 
 use common::prefork::Supervisor;
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
