@@ -627,6 +627,130 @@ fn send_and_close_from_another_thread() {
     server.engine.shutdown(Duration::from_secs(1));
 }
 
+/// Counts `on_drained` and, while `park` is set, keeps the connection's task inside it: no
+/// round of the connection can run meanwhile, and every send is outside one.
+#[derive(Default)]
+struct DrainState {
+    conn: Mutex<Option<Conn>>,
+    drained: AtomicUsize,
+    /// Largest `queued_bytes()` seen in `on_drained`.
+    queued_at_drained: AtomicUsize,
+    park: Mutex<bool>,
+    unparked: std::sync::Condvar,
+}
+
+struct Drainer(Arc<DrainState>);
+
+impl Handler for Drainer {
+    fn on_open(&self, conn: &Conn) {
+        *self.0.conn.lock().unwrap() = Some(conn.clone());
+    }
+    fn on_data(&self, _conn: &Conn, _data: &[u8]) {}
+    fn on_drained(&self, conn: &Conn) {
+        let st = &self.0;
+        st.queued_at_drained
+            .fetch_max(conn.queued_bytes(), Ordering::SeqCst);
+        st.drained.fetch_add(1, Ordering::SeqCst);
+        let until = Instant::now() + IO_TIMEOUT;
+        let mut park = st.park.lock().unwrap();
+        while *park && Instant::now() < until {
+            park = st
+                .unparked
+                .wait_timeout(park, Duration::from_millis(10))
+                .unwrap()
+                .0;
+        }
+    }
+}
+
+/// A send outside the connection's rounds onto an empty queue is written before `send`
+/// returns, and what the connection's round owes is still done by that round: the
+/// `on_drained` a `wake_when_drained` asked for comes once, even when a send's direct
+/// write emptied the queue before the round ran, and a direct write the socket does not
+/// take whole leaves the rest queued under the watermarks.
+#[test]
+fn an_outside_send_written_at_once_still_owes_the_drained_wake_up() {
+    let _serial = serial();
+    let st = Arc::new(DrainState::default());
+    *st.park.lock().unwrap() = true;
+    let server = Server::start(flow_config(), Drainer(st.clone()));
+    let mut client = server.connect();
+    client
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    wait_until("on_open", IO_TIMEOUT, || st.conn.lock().unwrap().is_some());
+    let conn = st.conn.lock().unwrap().clone().unwrap();
+    let drained = || st.drained.load(Ordering::SeqCst);
+    let mut line = [0u8; 6];
+
+    // Asked for with nothing queued, on_drained comes, and parks the connection's task.
+    conn.wake_when_drained();
+    wait_until("the first on_drained", IO_TIMEOUT, || drained() == 1);
+
+    // No round can run now, so these bytes can only arrive if `send` wrote them.
+    conn.send(b"first\n").unwrap();
+    assert_eq!(
+        conn.queued_bytes(),
+        0,
+        "a send onto an empty queue was not written"
+    );
+    client
+        .read_exact(&mut line)
+        .expect("a send made while the connection's task is busy");
+    assert_eq!(&line, b"first\n");
+
+    // A waiter, then a send whose direct write empties the queue before any round runs:
+    // the round still owes the waiter its on_drained, and runs it once unparked.
+    conn.wake_when_drained();
+    conn.send(b"again\n").unwrap();
+    assert_eq!(conn.queued_bytes(), 0);
+    client.read_exact(&mut line).expect("the second send");
+    assert_eq!(&line, b"again\n");
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(drained(), 1, "on_drained beside the parked one");
+    *st.park.lock().unwrap() = false;
+    st.unparked.notify_all();
+    wait_until("the owed on_drained", IO_TIMEOUT, || drained() == 2);
+
+    // Direct writes with no waiter owe nothing.
+    for _ in 0..10 {
+        conn.send(b"more.\n").unwrap();
+        client.read_exact(&mut line).expect("a send with no waiter");
+        assert_eq!(&line, b"more.\n");
+    }
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(drained(), 2, "on_drained that nothing asked for");
+
+    // A direct write the socket does not take whole (the client reads nothing yet): the
+    // rest is queued past the high watermark, and once the client reads, everything
+    // arrives in order and on_drained comes once, at the low watermark.
+    const BIG: usize = 32 * MIB;
+    conn.send(&pattern_vec(0, BIG)).unwrap();
+    conn.send(b"LAST\n").unwrap();
+    assert!(
+        conn.queued_bytes() > 64 * KIB,
+        "{} bytes queued",
+        conn.queued_bytes()
+    );
+    client.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    read_pattern_exact(&mut client, BIG, "the big send");
+    let mut last = [0u8; 5];
+    client.read_exact(&mut last).expect("the send after it");
+    assert_eq!(&last, b"LAST\n");
+    wait_until("on_drained after the big send", IO_TIMEOUT, || {
+        drained() == 3
+    });
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(drained(), 3, "on_drained calls");
+    let at = st.queued_at_drained.load(Ordering::SeqCst);
+    assert!(at <= 16 * KIB, "on_drained with {at} bytes queued");
+
+    conn.close();
+    expect_eof(&mut client, "the closed connection");
+    *st.conn.lock().unwrap() = None;
+    server.engine.shutdown(Duration::from_secs(1));
+}
+
 // ---------------------------------------------------------------------------------------
 // 4. Shutdown.
 

@@ -420,8 +420,11 @@ impl ConnInner {
     }
 
     /// Queues output with `push` unless the connection is closed or its write side shut.
-    /// Inside a round it joins the round's write; elsewhere the connection's task writes
-    /// it, keeping the order of output and the watermark logic in one place.
+    /// Inside a round it joins the round's write. Elsewhere, onto an empty queue of a plain
+    /// open stream, it is written at once under the I/O lock (which keeps rounds out, so
+    /// the order holds; see `write_at_once`); otherwise, or when that leaves the round
+    /// anything to do, the connection's task runs a round, which keeps the watermarks,
+    /// `on_drained`, the write timeout and closing in one place.
     fn enqueue(self: &Arc<Self>, push: impl FnOnce(&mut Io)) -> io::Result<()> {
         let mut io = self.io.lock().unwrap();
         if !io.open || self.flag(F_CLOSING) {
@@ -433,13 +436,47 @@ impl ConnInner {
         self.check_write_open()?;
         let before = io.queued();
         push(&mut io);
+        if io.in_round {
+            self.account(before, io.queued());
+            return Ok(());
+        }
+        let round = before != 0 || !self.write_at_once(&mut io);
         self.account(before, io.queued());
-        let in_round = io.in_round;
         drop(io);
-        if !in_round {
+        if round {
             self.notify(EV_FLUSH);
         }
         Ok(())
+    }
+
+    /// Output sent outside a round onto an empty queue: written now if the connection is
+    /// a plain stream that a round would simply flush (open and past `on_open`, not
+    /// connecting, no record layer, not closing, half closed or handing its socket over).
+    /// True if that left the round nothing to do, so none is needed: the queue is empty
+    /// and no flag asks for what only a round does (`on_drained` owed, reads paused,
+    /// a close or half close). Anything else, a short write or an error included, is
+    /// left to the round the caller then notifies, as if this had not run: its flush
+    /// writes the rest (or meets the error again and closes), and it alone clears
+    /// `F_OVER_HIGH` and calls `on_drained`, so that wake-up comes once, from the
+    /// connection's task, in order with its other callbacks.
+    fn write_at_once(&self, io: &mut Io) -> bool {
+        let flags = self.flags.load(Ordering::Acquire);
+        if self.kind == Kind::Udp
+            || flags & F_OPENED == 0
+            || flags & (F_CONNECTING | F_LAYER | F_CLOSING | F_SHUT_WR) != 0
+            || io.layer.is_some()
+            || io.after_output.is_some()
+            || io.stall.is_some()
+            || io.fd.is_none()
+        {
+            return false;
+        }
+        if io.out.write_to(self.fd).is_err() || io.out.queued() > 0 {
+            return false;
+        }
+        // Read after the write: a flag set meanwhile by a call that notified on its own
+        // costs at most a round that finds nothing to do.
+        self.flags.load(Ordering::Acquire) & (F_OVER_HIGH | F_PAUSED | F_CLOSING | F_SHUT_WR) == 0
     }
 
     /// Reloads `handler` if [`Conn::set_handler`] replaced it since it was loaded, so the
@@ -909,13 +946,20 @@ impl Wake for ConnInner {
 }
 
 impl Conn {
-    /// Sends `data`. Inside a callback it joins the round's single write; elsewhere it is
-    /// written now if the socket takes it, and queued otherwise.
+    /// Sends `data`; sends leave in the order they were made. Inside this connection's
+    /// round (its callbacks but `on_drained`, which runs after the round's write) it joins
+    /// the round's single write. Elsewhere (a task, another thread, another connection's
+    /// callback, `on_drained`), if nothing is queued on a plain stream (no TLS or other
+    /// layer; opened, not closing or half closed), it is written now, before `send`
+    /// returns, as far as the socket takes it; anything else (the rest, a layered or UDP
+    /// connection, output already queued) is queued and written by the connection's next
+    /// round. Either way the watermarks and `on_drained` are kept by the connection's
+    /// rounds, so [`Conn::wake_when_drained`] works the same after either.
     pub fn send(&self, data: &[u8]) -> io::Result<()> {
         self.send_vectored(&[IoSlice::new(data)])
     }
 
-    /// Sends several buffers as one (gathered into the round's write).
+    /// Sends several buffers as one (gathered into one write, as [`Conn::send`] says).
     pub fn send_vectored(&self, bufs: &[IoSlice<'_>]) -> io::Result<()> {
         let udp = self.inner.kind == Kind::Udp;
         self.inner.enqueue(|io| {
