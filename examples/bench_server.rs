@@ -86,7 +86,10 @@ fn http_routes() -> Router {
             "/json",
             get(|| async { Json(serde_json::json!({ "message": "hello", "from": "bench" })) }),
         )
-        .route("/bytes/{n}", get(|Path(n): Path<usize>| async move { bytes(n) }))
+        .route(
+            "/bytes/{n}",
+            get(|Path(n): Path<usize>| async move { bytes(n) }),
+        )
 }
 
 /// `GET /bytes/{n}`'s chunks: slices of one static buffer, no allocation per chunk (as
@@ -96,9 +99,9 @@ static ZEROS: [u8; BYTES_CHUNK] = [0; BYTES_CHUNK];
 
 /// `n` bytes, streamed in chunks of at most [`BYTES_CHUNK`].
 fn bytes(n: usize) -> Body {
-    let chunks = (0..n).step_by(BYTES_CHUNK).map(move |at| {
-        Ok::<_, Infallible>(Bytes::from_static(&ZEROS[..BYTES_CHUNK.min(n - at)]))
-    });
+    let chunks = (0..n)
+        .step_by(BYTES_CHUNK)
+        .map(move |at| Ok::<_, Infallible>(Bytes::from_static(&ZEROS[..BYTES_CHUNK.min(n - at)])));
     Body::from_stream(futures_util::stream::iter(chunks))
 }
 
