@@ -1150,9 +1150,16 @@ impl Binaries {
             .into_iter()
             .find(|r| {
                 r.join("examples/bench_server").is_file()
-                    && ["hyper_plain", "actix", "tonic_grpc", "floor", "h3_quinn", "h3_load"]
-                        .iter()
-                        .all(|p| r.join(p).is_file())
+                    && [
+                        "hyper_plain",
+                        "actix",
+                        "tonic_grpc",
+                        "floor",
+                        "h3_quinn",
+                        "h3_load",
+                    ]
+                    .iter()
+                    .all(|p| r.join(p).is_file())
             })
             .ok_or(
                 "cannot find the built servers (examples/bench_server and the fibr-bench-peers \

@@ -46,7 +46,11 @@ const MIB: u64 = 1024 * 1024;
 /// connection, CPU per MiB downloaded, RSS per idle connection.
 pub const GOALS: [(Scenario, f64, &str); 4] = [
     (Scenario::H3C1, 0.60, "CPU/request, 1 stream per connection"),
-    (Scenario::H3C10, 0.60, "CPU/request, 10 streams per connection"),
+    (
+        Scenario::H3C10,
+        0.60,
+        "CPU/request, 10 streams per connection",
+    ),
     (Scenario::H3Download, 0.70, "CPU per MiB, 10 MiB download"),
     (Scenario::H3Idle, 0.70, "memory per idle connection"),
 ];
