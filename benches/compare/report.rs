@@ -521,7 +521,7 @@ impl Report {
         if self
             .cells
             .iter()
-            .any(|c| c.scenario.tls() && !c.scenario.h2())
+            .any(|c| c.scenario.tls() && !c.scenario.h2() && !c.scenario.h3())
         {
             more.push(
                 "The HTTPS rows run on the servers with TLS of their own, all on rustls 0.23 \
