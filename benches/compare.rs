@@ -89,9 +89,10 @@
 //! - **fibr**: `bench_server fibr` with `BENCH_HTTP3=1`:
 //!   `fibr::serve(listener, app).with_tls(config).with_http3()`, UDP on the TCP port;
 //! - **quinn + h3-quinn** (the ratios' base in these scenarios): `benches/peers` `h3_quinn`,
-//!   the way users serve HTTP/3 today: the same axum `Router` behind h3 0.0.8 on quinn 0.11
-//!   + h3-quinn 0.0.10, on a tokio multi-thread runtime (a task per connection and per
-//!   request; the request body streamed into axum's `Body`, the response's frames to h3).
+//!   the way users serve HTTP/3 today: the same axum `Router` behind h3 0.0.8 on quinn
+//!   0.11 and h3-quinn 0.0.10, on a tokio multi-thread runtime (a task per connection and
+//!   per request; the request body streamed into axum's `Body`, the response's frames to
+//!   h3).
 //!
 //! `BENCH_WORKERS` defaults to 1: the same worker count for all. Each server runs pinned to
 //! the first CPU this process may use (`taskset -c`); the load generator, and this process,

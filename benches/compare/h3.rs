@@ -1,6 +1,7 @@
-//! The HTTP/3 scenarios (issue 15): fibr's `with_http3()` against axum's `Router` on quinn
-//! + h3-quinn on tokio (`benches/peers` `h3_quinn`), loaded by `benches/peers` `h3_load`, a
-//! quinn + h3 client on tokio (not fibr's h3 code), pinned to the load generator's CPU.
+//! The HTTP/3 scenarios (issue 15): fibr's `with_http3()` against axum's `Router` on
+//! quinn and h3-quinn on tokio (`benches/peers` `h3_quinn`), loaded by `benches/peers`
+//! `h3_load`, a quinn and h3 client on tokio (not fibr's h3 code), pinned to the load
+//! generator's CPU.
 //!
 //! Both servers get the HTTPS scenarios' certificate and rustls config (`compare/tls.rs`,
 //! ring provider) with ALPN `h3`, and the same QUIC limits (fibr's `Http3Config` defaults,
