@@ -9,6 +9,7 @@
 //!                                                  # idle-ws idle-wsdeflate tls-plain
 //!                                                  # tls-pipelined tls-churn tls-idle h2c-m1
 //!                                                  # h2c-m10 h2-tls-m10 h2-idle grpc
+//!                                                  # h3-c1 h3-c10 h3-download h3-idle
 //!                                                  # client executor proxy
 //! cargo bench --bench compare -- --servers fibr,axum,floor   # a subset of the servers
 //! cargo bench --bench compare -- --update-readme   # then rewrite README.md's section
@@ -81,6 +82,18 @@
 //! do not take part; nor does actix-web: it serves h2c with `bind_auto_h2c` behind its
 //! `http2` feature, which `benches/peers` does not enable.
 //!
+//! The HTTP/3 scenarios (issue 15) run on the servers that speak it, with the HTTPS
+//! scenarios' certificate and `ServerConfig` (ALPN `h3` set by each) and the same QUIC
+//! limits (30 s idle timeout, 100 concurrent requests per connection, migration off):
+//!
+//! - **fibr**: `bench_server fibr` with `BENCH_HTTP3=1`:
+//!   `fibr::serve(listener, app).with_tls(config).with_http3()`, UDP on the TCP port;
+//! - **quinn + h3-quinn** (the ratios' base in these scenarios): `benches/peers` `h3_quinn`,
+//!   the way users serve HTTP/3 today: the same axum `Router` behind h3 0.0.8 on quinn
+//!   0.11 and h3-quinn 0.0.10, on a tokio multi-thread runtime (a task per connection and
+//!   per request; the request body streamed into axum's `Body`, the response's frames to
+//!   h3).
+//!
 //! `BENCH_WORKERS` defaults to 1: the same worker count for all. Each server runs pinned to
 //! the first CPU this process may use (`taskset -c`); the load generator, and this process,
 //! to the second.
@@ -144,6 +157,19 @@
 //!   (`compare/h2.rs`'s client: the preface, an empty SETTINGS and GET / on stream 1, the
 //!   server's SETTINGS ACKed and the response read), then kept open with no stream; the
 //!   server's RSS per connection above the empty server, as in idle;
+//! - **h3-c1**, **h3-c10**: `benches/peers` `h3_load load` (quinn + h3's client on a
+//!   current-thread tokio runtime, not fibr's h3 code; a UDP socket per connection): 100
+//!   QUIC connections with 1 or 10 `GET /` in flight on each; the measured run includes
+//!   its 100 handshakes, as wrk's over TLS does; any failed stream or non-200 fails the
+//!   phase (`compare/h3.rs`);
+//! - **h3-download**: `h3_load download`: `GET /bytes/10485760` (10 MiB, streamed in 64 KiB
+//!   chunks by both servers) one after another on one connection, every byte counted;
+//!   server CPU per MiB (the GSO/GRO case: quinn sends and receives batches of datagrams
+//!   as one);
+//! - **h3-idle**: 1,000 QUIC connections held by `h3_load idle` (always 1,000, `--quick` or
+//!   not: it holds a UDP socket per connection), each a full handshake and one `GET /`
+//!   answered, then silent; the server's RSS per connection above the empty server, as
+//!   in idle;
 //! - **client**: `benches/client.rs` as it is (`cargo bench --bench client --features
 //!   client -- --json FILE`): fibr::client against hyper-util's legacy client on tokio
 //!   (multi-thread and current-thread runtimes), hyper's own client connection on
@@ -166,7 +192,7 @@
 //! other core, is the bottleneck), p99 latency, the server's and the load generator's CPU %
 //! (100 % = one core), peak RSS (VmHWM) and, for idle, RSS. Each scenario runs `runs` times
 //! (servers rotated within a run); the report gives the median with min–max, and ratios to
-//! axum::serve. A phase during which other processes took more than 20 % of either CPU is
+//! axum::serve (gRPC: tonic; HTTP/3: quinn + h3-quinn). A phase during which other processes took more than 20 % of either CPU is
 //! run once more on a fresh server, and the quieter attempt kept; the "other load" row shows
 //! what was left.
 //!
@@ -176,7 +202,7 @@
 //! `<!-- compare:begin -->` and `<!-- compare:end -->`.
 //!
 //! The bench builds what it runs (`cargo build --release --example bench_server --features
-//! axum,tokio,tls,ws`, `cargo build --release -p fibr-bench-peers`, and `cargo bench --no-run`
+//! axum,tokio,tls,ws,http3`, `cargo build --release -p fibr-bench-peers`, and `cargo bench --no-run`
 //! of the client and executor benches) unless given `--no-build`. It needs `wrk`,
 //! `h2load` (apt package nghttp2-client), `ab` (apache2-utils) and `taskset` (util-linux),
 //! the first three built with TLS (Debian's are).
@@ -195,6 +221,8 @@ mod server_support;
 mod grpc;
 #[path = "compare/h2.rs"]
 mod h2;
+#[path = "compare/h3.rs"]
+mod h3;
 #[path = "compare/idle.rs"]
 mod idle;
 #[path = "compare/load.rs"]
@@ -205,6 +233,8 @@ mod micro;
 mod proc;
 #[path = "compare/report.rs"]
 mod report;
+#[path = "compare/servers.rs"]
+mod servers;
 #[path = "compare/tls.rs"]
 mod tls;
 #[path = "compare/ws.rs"]
@@ -215,6 +245,7 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use proc::RunningServer;
+pub use servers::{server, Program, Server, BASE, H2_ALPN, SERVERS};
 
 /// Bound on every client socket operation and on server start-up.
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -267,13 +298,17 @@ pub enum Scenario {
     H2TlsM10,
     H2Idle,
     Grpc,
+    H3C1,
+    H3C10,
+    H3Download,
+    H3Idle,
     Client,
     Executor,
     Proxy,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 22] = [
+    pub const ALL: [Scenario; 26] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
@@ -293,20 +328,33 @@ impl Scenario {
         Scenario::H2TlsM10,
         Scenario::H2Idle,
         Scenario::Grpc,
+        Scenario::H3C1,
+        Scenario::H3C10,
+        Scenario::H3Download,
+        Scenario::H3Idle,
         Scenario::Client,
         Scenario::Executor,
         Scenario::Proxy,
     ];
 
-    /// Over HTTPS.
+    /// Over HTTPS (or QUIC: with the HTTPS scenarios' certificate).
     pub fn tls(self) -> bool {
+        self.h3()
+            || matches!(
+                self,
+                Scenario::TlsPlain
+                    | Scenario::TlsPipelined
+                    | Scenario::TlsChurn
+                    | Scenario::TlsIdle
+                    | Scenario::H2TlsM10
+            )
+    }
+
+    /// HTTP/3 (issue 15): on the servers that speak it, with `h3_load` (`compare/h3.rs`).
+    pub fn h3(self) -> bool {
         matches!(
             self,
-            Scenario::TlsPlain
-                | Scenario::TlsPipelined
-                | Scenario::TlsChurn
-                | Scenario::TlsIdle
-                | Scenario::H2TlsM10
+            Scenario::H3C1 | Scenario::H3C10 | Scenario::H3Download | Scenario::H3Idle
         )
     }
 
@@ -334,7 +382,11 @@ impl Scenario {
     pub fn idle(self) -> bool {
         matches!(
             self.plain(),
-            Scenario::Idle | Scenario::H2Idle | Scenario::IdleWs | Scenario::IdleWsDeflate
+            Scenario::Idle
+                | Scenario::H2Idle
+                | Scenario::H3Idle
+                | Scenario::IdleWs
+                | Scenario::IdleWsDeflate
         )
     }
 
@@ -363,10 +415,12 @@ impl Scenario {
         )
     }
 
-    /// The server the ratios are to: tonic's own for gRPC, axum::serve otherwise.
+    /// The server the ratios are to: tonic's own for gRPC, quinn for HTTP/3, axum::serve
+    /// otherwise.
     pub fn base(self) -> &'static str {
         match self {
             Scenario::Grpc => "tonic",
+            sc if sc.h3() => "quinn",
             _ => BASE,
         }
     }
@@ -393,18 +447,22 @@ impl Scenario {
             Scenario::H2TlsM10 => "h2-tls-m10",
             Scenario::H2Idle => "h2-idle",
             Scenario::Grpc => "grpc",
+            Scenario::H3C1 => "h3-c1",
+            Scenario::H3C10 => "h3-c10",
+            Scenario::H3Download => "h3-download",
+            Scenario::H3Idle => "h3-idle",
             Scenario::Client => "client",
             Scenario::Executor => "executor",
             Scenario::Proxy => "proxy",
         }
     }
 
-    /// What the scenario counts: HTTP requests, or WebSocket messages.
+    /// What the scenario counts: HTTP requests, WebSocket messages, or MiB downloaded.
     pub fn unit(self) -> &'static str {
-        if self.ws() {
-            "msg"
-        } else {
-            "req"
+        match self {
+            sc if sc.ws() => "msg",
+            Scenario::H3Download => "MiB",
+            _ => "req",
         }
     }
 
@@ -438,6 +496,10 @@ impl Scenario {
             Scenario::H2TlsM10 => "h2 over TLS GET /, 10 streams per connection",
             Scenario::H2Idle => "idle h2c connections",
             Scenario::Grpc => "gRPC unary, 10 streams per connection",
+            Scenario::H3C1 => "HTTP/3 GET /, 1 stream per connection",
+            Scenario::H3C10 => "HTTP/3 GET /, 10 streams per connection",
+            Scenario::H3Download => "HTTP/3 10 MiB download",
+            Scenario::H3Idle => "idle HTTP/3 connections",
             Scenario::Client => "HTTP client",
             Scenario::Executor => "executor",
             Scenario::Proxy => "SOCKS5 and CONNECT proxy",
@@ -490,151 +552,24 @@ impl Scenario {
                 h2::streams(self),
                 grpc::MESSAGE.len()
             ),
+            Scenario::H3C1 | Scenario::H3C10 => format!(
+                "h3_load: {} connections × {} GET / in flight, -d{secs}s (quinn + h3 client)",
+                h3::CONNS,
+                h3::streams(self)
+            ),
+            Scenario::H3Download => format!(
+                "h3_load: GET /bytes/{} one after another on 1 connection, -d{secs}s",
+                h3::DOWNLOAD_BYTES
+            ),
+            Scenario::H3Idle => format!(
+                "{} QUIC connections (h3_load), one GET each",
+                h3::idle_conns(set)
+            ),
             Scenario::Client => micro::CLIENT.command(set.runs == QUICK.runs),
             Scenario::Executor => micro::EXECUTOR.command(set.runs == QUICK.runs),
             Scenario::Proxy => micro::PROXY.command(set.runs == QUICK.runs),
         }
     }
-}
-
-pub enum Program {
-    /// `examples/bench_server.rs` with this first argument.
-    BenchServer(&'static str),
-    /// A binary of `benches/peers`.
-    Peer(&'static str),
-}
-
-pub struct Server {
-    /// The name `--servers` takes and the JSON uses.
-    pub key: &'static str,
-    pub label: &'static str,
-    pub program: Program,
-    /// Serves every route for real (the floor answers everything with `hello`).
-    pub real: bool,
-    /// Takes part in the HTTP scenarios (fibr-ws is fibr there: only its `/ws` differs).
-    pub http: bool,
-    /// Serves the WebSocket echo at `/ws`.
-    pub ws: bool,
-    /// Negotiates permessage-deflate there.
-    pub deflate: bool,
-    /// Serves HTTPS when given `BENCH_TLS_CERT` and `BENCH_TLS_KEY`.
-    pub tls: bool,
-    /// Serves HTTP/2: h2c by prior knowledge beside HTTP/1.1, and h2 over TLS when ALPN
-    /// offers it (`BENCH_TLS_ALPN`).
-    pub h2: bool,
-    /// Serves the gRPC Echo over h2c (`bench_server` when given `BENCH_GRPC=1`).
-    pub grpc: bool,
-}
-
-impl Server {
-    /// Takes part in scenario `sc`.
-    pub fn runs(&self, sc: Scenario) -> bool {
-        if sc == Scenario::Grpc {
-            return self.grpc;
-        }
-        sc.on_servers()
-            && (if sc.ws() { self.ws } else { self.http })
-            && (!sc.deflate() || self.deflate)
-            && (!sc.tls() || self.tls)
-            && (!sc.h2() || self.h2)
-    }
-}
-
-pub const SERVERS: [Server; 7] = [
-    Server {
-        key: "fibr-ws",
-        label: "fibr::ws",
-        program: Program::BenchServer("fibr-ws"),
-        real: true,
-        http: false,
-        ws: true,
-        deflate: true,
-        tls: false,
-        h2: false,
-        grpc: false,
-    },
-    Server {
-        key: "fibr",
-        label: "fibr",
-        program: Program::BenchServer("fibr"),
-        real: true,
-        http: true,
-        ws: true,
-        deflate: false,
-        tls: true,
-        h2: true,
-        grpc: true,
-    },
-    Server {
-        key: "axum",
-        label: "axum::serve",
-        program: Program::BenchServer("axum"),
-        real: true,
-        http: true,
-        ws: true,
-        deflate: false,
-        tls: true,
-        h2: true,
-        grpc: false,
-    },
-    Server {
-        key: "hyper",
-        label: "hyper",
-        program: Program::Peer("hyper_plain"),
-        real: true,
-        http: true,
-        ws: false,
-        deflate: false,
-        tls: false,
-        h2: false,
-        grpc: false,
-    },
-    Server {
-        key: "actix",
-        label: "actix-web",
-        program: Program::Peer("actix"),
-        real: true,
-        http: true,
-        ws: true,
-        deflate: false,
-        tls: true,
-        h2: false,
-        grpc: false,
-    },
-    Server {
-        key: "tonic",
-        label: "tonic",
-        program: Program::Peer("tonic_grpc"),
-        real: false,
-        http: false,
-        ws: false,
-        deflate: false,
-        tls: false,
-        h2: false,
-        grpc: true,
-    },
-    Server {
-        key: "floor",
-        label: "floor",
-        program: Program::Peer("floor"),
-        real: false,
-        http: true,
-        ws: false,
-        deflate: false,
-        tls: false,
-        h2: false,
-        grpc: false,
-    },
-];
-
-/// The ALPN list the h2-over-TLS scenario's servers offer (`BENCH_TLS_ALPN`).
-pub const H2_ALPN: &str = "h2,http/1.1";
-
-/// The ratios' base.
-pub const BASE: &str = "axum";
-
-pub fn server(key: &str) -> Option<&'static Server> {
-    SERVERS.iter().find(|s| s.key == key)
 }
 
 struct Opts {
@@ -831,9 +766,15 @@ fn bench() -> Result<(), String> {
                 if sc == Scenario::Grpc {
                     env.push(("BENCH_GRPC", "1"));
                 }
+                if sc.h3() {
+                    env.push(("BENCH_HTTP3", "1"));
+                }
                 let start = || -> Result<RunningServer, String> {
                     let srv = RunningServer::start(&bin, s, server_cpu, &workers, &env)?;
                     match tls {
+                        Some(_) if sc.h3() => {
+                            h3::check_routes(&bins.h3_load(), srv.addr, client_cpu)?
+                        }
                         Some(tls) => tls.check_routes(srv.addr, s.real)?,
                         None if sc == Scenario::Grpc => grpc::probe(srv.addr)?,
                         None => idle::check_routes(srv.addr, s.real)?,
@@ -852,6 +793,9 @@ fn bench() -> Result<(), String> {
                 if sc.idle() {
                     let srv = start().map_err(ctx)?;
                     let r = match tls {
+                        Some(_) if sc.h3() => {
+                            h3::idle_run(&srv, h3::idle_conns(&set), client_cpu, &bins.h3_load())
+                        }
                         Some(tls) => tls.idle_run(&srv, set.idle_conns),
                         None if sc == Scenario::H2Idle => h2::idle_run(&srv, set.idle_conns),
                         None if sc.ws() => ws::idle_run(&srv, set.idle_conns, ws::Kind::of(sc)),
@@ -885,6 +829,8 @@ fn bench() -> Result<(), String> {
                     let srv = start().map_err(ctx)?;
                     let r = if sc.ws() {
                         ws::ws_run(&srv, &set, client_cpu, ws::Kind::of(sc))
+                    } else if sc.h3() {
+                        h3::load_run(&srv, sc, &set, client_cpu, &bins.h3_load())
                     } else if sc.h2() || sc == Scenario::Grpc {
                         h2::load_run(&srv, sc, &set, client_cpu)
                     } else {
@@ -1039,9 +985,16 @@ impl Binaries {
             .into_iter()
             .find(|r| {
                 r.join("examples/bench_server").is_file()
-                    && ["hyper_plain", "actix", "tonic_grpc", "floor"]
-                        .iter()
-                        .all(|p| r.join(p).is_file())
+                    && [
+                        "hyper_plain",
+                        "actix",
+                        "tonic_grpc",
+                        "floor",
+                        "h3_quinn",
+                        "h3_load",
+                    ]
+                    .iter()
+                    .all(|p| r.join(p).is_file())
             })
             .ok_or(
                 "cannot find the built servers (examples/bench_server and the fibr-bench-peers \
@@ -1051,6 +1004,11 @@ impl Binaries {
             bench_server: release.join("examples/bench_server"),
             peers: release,
         })
+    }
+
+    /// The HTTP/3 load generator (`benches/peers` `h3_load`).
+    fn h3_load(&self) -> PathBuf {
+        self.peers.join("h3_load")
     }
 
     /// The program and its arguments before the port.

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! Routes: `GET /` answers `hello`, `POST /echo` answers the request body, `GET /json`
-//! answers a small JSON object, and `GET /ws` is axum's WebSocket echo (`WebSocketUpgrade`,
+//! answers a small JSON object, `GET /bytes/{n}` answers `n` bytes, and `GET /ws` is axum's WebSocket echo (`WebSocketUpgrade`,
 //! every text or binary message sent back). `fibr-ws` is `fibr` with `/ws` on fibr's own
 //! WebSocket instead (`fibr::ws::WebSocketUpgrade`, features `axum,ws`; the same echo,
 //! permessage-deflate negotiated when the client offers it, with `DeflateConfig::default()`:
@@ -48,15 +48,24 @@
 //!     cargo run --release --example bench_server --features axum,tokio,tls -- fibr 3443
 //! ```
 //!
+//! `BENCH_HTTP3=1` with TLS (feature `http3`): fibr serves HTTP/3 too, on UDP at the same
+//! address and port (`fibr::serve(listener, app).with_tls(config).with_http3()`): the fibr
+//! side of the HTTP/3 scenarios, whose other side is axum's `Router` on quinn + h3-quinn
+//! (`benches/peers`' `h3_quinn`). Its load is `GET /`, and `GET /bytes/{n}`, which streams
+//! `n` bytes in 64 KiB slices of one static buffer (the download).
+//!
 //! `BENCH_GRPC=1 bench_server fibr PORT` serves the gRPC example's `fibr.example.Echo`
 //! (`examples/grpc/echo.rs`, in a `tonic::service::Routes` of its own) instead of the
 //! `Router`, with `fibr::serve` on the same engine: the fibr side of the gRPC scenario,
 //! whose other side is tonic's own server with the same service (`benches/peers`'
 //! `tonic_grpc`).
 
+use axum::body::{Body, Bytes};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::Path;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 
@@ -77,6 +86,23 @@ fn http_routes() -> Router {
             "/json",
             get(|| async { Json(serde_json::json!({ "message": "hello", "from": "bench" })) }),
         )
+        .route(
+            "/bytes/{n}",
+            get(|Path(n): Path<usize>| async move { bytes(n) }),
+        )
+}
+
+/// `GET /bytes/{n}`'s chunks: slices of one static buffer, no allocation per chunk (as
+/// `benches/peers`' `bytes_chunks`, which the quinn peer serves).
+const BYTES_CHUNK: usize = 64 * 1024;
+static ZEROS: [u8; BYTES_CHUNK] = [0; BYTES_CHUNK];
+
+/// `n` bytes, streamed in chunks of at most [`BYTES_CHUNK`].
+fn bytes(n: usize) -> Body {
+    let chunks = (0..n)
+        .step_by(BYTES_CHUNK)
+        .map(move |at| Ok::<_, Infallible>(Bytes::from_static(&ZEROS[..BYTES_CHUNK.min(n - at)])));
+    Body::from_stream(futures_util::stream::iter(chunks))
 }
 
 /// [`app`] with `/ws` on fibr's own WebSocket (mode `fibr-ws`).
@@ -285,11 +311,23 @@ mod tls {
     ) -> io::Result<()> {
         fibr_engine(workers)?.block_on(async move {
             let listener = fibr::net::TcpListener::bind(addr).await?;
-            eprintln!(
-                "fibr ({workers} workers, tls) listening on {}",
-                listener.local_addr()?
-            );
-            fibr::serve(listener, app).with_tls(config).await
+            let local = listener.local_addr()?;
+            let serve = fibr::serve(listener, app).with_tls(config);
+            let (serve, how) = match std::env::var_os("BENCH_HTTP3") {
+                #[cfg(feature = "http3")]
+                Some(_) => (serve.with_http3(), "tls, http3"),
+                #[cfg(not(feature = "http3"))]
+                Some(_) => {
+                    return Err(super::invalid(
+                        "BENCH_HTTP3 is set, but bench_server was built without feature \
+                         `http3`"
+                            .into(),
+                    ))
+                }
+                None => (serve, "tls"),
+            };
+            eprintln!("fibr ({workers} workers, {how}) listening on {local}");
+            serve.await
         })
     }
 

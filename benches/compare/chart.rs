@@ -23,6 +23,7 @@ impl Report {
             "hyper" => "#74c0fc",
             "actix" => "#7950f2",
             "tonic" => "#2f9e44",
+            "quinn" => "#0ca678",
             _ => "#868e96",
         };
         // A group of bars: (title, [(row label, color, ratio, absolute label)]). A server
@@ -35,6 +36,7 @@ impl Report {
                 let (f, unit): (Figure, fn(f64) -> String) = match sc {
                     sc if sc.idle() => (PER_CONN, |x| format!("{} B/conn", fmt_int(x))),
                     sc if sc.ws() => (CPU_PER_REQ, |x| format!("{x:.2} µs/msg")),
+                    Scenario::H3Download => (CPU_PER_REQ, |x| format!("{x:.0} µs/MiB")),
                     _ => (CPU_PER_REQ, |x| format!("{x:.2} µs/req")),
                 };
                 let abs = self.median(sc, s.key, f);

@@ -54,26 +54,39 @@ pub fn idle_run_with(
     n: usize,
     mut open: impl FnMut(&mut Vec<TcpStream>, usize) -> Result<(), String>,
 ) -> Result<Idle, String> {
+    let mut conns = Vec::with_capacity(n);
+    sample_idle(srv, n, 1, |upto| open(&mut conns, upto))
+}
+
+/// The server's memory around `open(upto)`, which must leave `upto` connections open
+/// (held by the caller, or by a load generator process: HTTP/3): empty, with half of `n`,
+/// with all of them settled. The server must then hold `fds_per_conn` descriptors more per
+/// connection (TCP: one; QUIC: none, its connections share the UDP socket).
+pub fn sample_idle(
+    srv: &RunningServer,
+    n: usize,
+    fds_per_conn: usize,
+    mut open: impl FnMut(usize) -> Result<(), String>,
+) -> Result<Idle, String> {
     // The empty server has answered requests (check_routes): one-time set-up is not per
     // connection.
     thread::sleep(Duration::from_millis(300));
     let empty = srv.status()?;
     let fds_empty = srv.fds()?;
-    let mut conns = Vec::with_capacity(n);
-    open(&mut conns, n / 2)?;
+    open(n / 2)?;
     thread::sleep(Duration::from_millis(200));
     let half = srv.status()?;
-    open(&mut conns, n)?;
+    open(n)?;
     thread::sleep(SETTLE);
     let loaded = srv.status()?;
     let fds = srv.fds()?;
-    if fds < fds_empty + n {
+    if fds < fds_empty + n * fds_per_conn {
         return Err(format!(
-            "the server holds {} descriptors more than empty, expected at least {n}",
-            fds.saturating_sub(fds_empty)
+            "the server holds {} descriptors more than empty, expected at least {}",
+            fds.saturating_sub(fds_empty),
+            n * fds_per_conn
         ));
     }
-    drop(conns);
     Ok(Idle {
         empty_kib: empty.rss_kib,
         half_kib: half.rss_kib,

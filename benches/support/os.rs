@@ -93,7 +93,7 @@ pub fn which(tool: &str, hint: &str) -> Result<(), String> {
 
 /// The fibr features `examples/bench_server.rs` is built with (its `/ws` route needs
 /// `axum,tokio`; HTTPS, `tls`; the `fibr-ws` mode, `ws`). Every bench builds it alike, so one build serves them all.
-pub const BENCH_SERVER_FEATURES: &str = "axum,tokio,tls,ws";
+pub const BENCH_SERVER_FEATURES: &str = "axum,tokio,tls,ws,http3";
 
 /// The cargo arguments that build the bench server.
 pub fn bench_server_build_args() -> [&'static str; 6] {

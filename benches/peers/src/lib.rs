@@ -4,7 +4,8 @@
 //! Every peer takes `PORT` (0: a free one) as its one argument, reads `BENCH_WORKERS`
 //! (default 1) for its worker threads, serves `GET /` → `hello`, `POST /echo` → the body and
 //! `GET /json` → a small JSON object (the routes of `examples/bench_server.rs`), and once
-//! listening prints `<name> listening on <addr>` on stderr.
+//! listening prints `<name> listening on <addr>` on stderr. The HTTP/3 peer (`h3_quinn`)
+//! serves `GET /bytes/{n}` → `n` bytes too (the download scenario's route).
 //!
 //! A peer that serves HTTPS (actix) does so when `BENCH_TLS_CERT` and `BENCH_TLS_KEY` name
 //! PEM files ([`tls_config`]).
@@ -19,6 +20,18 @@ pub const HELLO: &str = "hello";
 pub fn json_body() -> Vec<u8> {
     serde_json::to_vec(&serde_json::json!({ "message": "hello", "from": "bench" }))
         .expect("a JSON literal serializes")
+}
+
+/// `GET /bytes/{n}` streams its body in chunks of this size, slices of one static buffer
+/// (as `examples/bench_server.rs` does): a download costs no allocation per chunk.
+pub const BYTES_CHUNK: usize = 64 * 1024;
+static ZEROS: [u8; BYTES_CHUNK] = [0; BYTES_CHUNK];
+
+/// The body of `GET /bytes/{n}`: `n` bytes as chunks of at most [`BYTES_CHUNK`].
+pub fn bytes_chunks(n: usize) -> impl Iterator<Item = bytes::Bytes> {
+    (0..n)
+        .step_by(BYTES_CHUNK)
+        .map(move |at| bytes::Bytes::from_static(&ZEROS[..BYTES_CHUNK.min(n - at)]))
 }
 
 fn invalid(msg: String) -> io::Error {
