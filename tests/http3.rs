@@ -443,3 +443,34 @@ fn an_engine_serves_http3_on_a_udp_binding_beside_https() {
         engine.shutdown(Duration::from_secs(1));
     });
 }
+
+#[test]
+fn the_udp_port_is_bound_before_the_serve_future_runs() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let tls = Arc::new(pki.server_config(&leaf));
+        let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let serve = fibr::serve(listener, app()).with_tls(tls).with_http3();
+        // Nothing has polled `serve` yet: a datagram must wait in the socket, not bounce
+        // off a closed port (which a connected UDP socket reads as ECONNREFUSED).
+        let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        probe.connect(addr).unwrap();
+        probe.send(b"early").unwrap();
+        probe
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let e = probe.recv(&mut [0u8; 64]).expect_err("no answer to junk");
+        assert_ne!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+        drop(fibr::spawn(async move {
+            let _ = serve.await;
+        }));
+        tokio_rt().block_on(async {
+            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+            let got = exchange(&mut send, get_req("/"), b"", None).await;
+            assert_eq!(got.body, b"hello over h3");
+            endpoint.close(0u32.into(), b"done");
+        });
+    });
+}

@@ -82,9 +82,10 @@ pub struct Serve<M, Marker = ServiceMarker> {
     config: ServerConfig,
     #[cfg(feature = "tls")]
     tls: Option<Arc<rustls::ServerConfig>>,
-    /// With HTTP/3: how to make its endpoint (named here, where the server's bounds hold).
+    /// With HTTP/3: how to make its endpoint (named here, where the server's bounds hold),
+    /// and its UDP socket.
     #[cfg(feature = "http3")]
-    http3: Option<MakeEndpoint<M, Marker>>,
+    http3: Option<(MakeEndpoint<M, Marker>, io::Result<OwnedFd>)>,
     _marker: PhantomData<fn() -> Marker>,
 }
 
@@ -113,13 +114,20 @@ where
     /// Also serves HTTP/3 (feature `http3`) on UDP at the TCP listener's address and port,
     /// with the certificate of [`with_tls`](Self::with_tls) (required; QUIC is TLS 1.3
     /// only), and advertises it with `Alt-Svc: h3=":PORT"` on HTTP/1.1 and HTTP/2
-    /// responses. QUIC's settings are [`ServerConfig::http3`].
+    /// responses. QUIC's settings are [`ServerConfig::http3`]. The UDP socket is bound
+    /// here, so a client that starts as soon as the listener exists finds it (its
+    /// datagrams wait in the socket until the serve future runs).
     #[cfg(feature = "http3")]
     pub fn with_http3(mut self) -> Self
     where
         Server<M, Marker>: Http3Server,
     {
-        self.http3 = Some(<Server<M, Marker> as Http3Server>::http3_endpoint);
+        let socket = match &self.listener {
+            Ok(l) => http3_socket(l.kind, l.fd.as_raw_fd()),
+            // `run` reports the listener's own error first.
+            Err(_) => Err(io::ErrorKind::NotConnected.into()),
+        };
+        self.http3 = Some((<Server<M, Marker> as Http3Server>::http3_endpoint, socket));
         self
     }
 
@@ -143,7 +151,11 @@ where
         let mut config = self.config;
         #[cfg(feature = "http3")]
         let http3 = match self.http3 {
-            Some(make) => Some((make, http3_address(kind, raw, &self.tls, &mut config)?)),
+            Some((make, socket)) => {
+                let socket = socket?;
+                http3_alt_svc(&self.tls, &socket, &mut config)?;
+                Some((make, socket))
+            }
             None => None,
         };
         #[cfg(feature = "http3")]
@@ -158,8 +170,7 @@ where
         // Served until this future is dropped, as the listener is.
         #[cfg(feature = "http3")]
         let _udp = match (http3, http3_tls) {
-            (Some((make, addr)), Some(tls)) => {
-                let fd = crate::sys::socket::udp_socket(addr)?;
+            (Some((make, fd)), Some(tls)) => {
                 let endpoint = make(&server, tls, rt.config.udp_peer_idle_timeout)?;
                 let src = crate::conn::udp::UdpSocketSource::new(fd, endpoint, &rt.config);
                 let raw = src.raw_fd();
@@ -220,28 +231,40 @@ where
 type MakeEndpoint<M, Marker> =
     fn(&Server<M, Marker>, Arc<rustls::ServerConfig>, Duration) -> io::Result<Arc<dyn Handler>>;
 
-/// HTTP/3's UDP address (the TCP listener's), after checking TLS is on; puts its
-/// `Alt-Svc` into `config`.
 #[cfg(feature = "http3")]
-fn http3_address(
-    kind: Kind,
-    raw: std::os::fd::RawFd,
-    tls: &Option<Arc<rustls::ServerConfig>>,
-    config: &mut ServerConfig,
-) -> io::Result<std::net::SocketAddr> {
-    let invalid = |why: &str| io::Error::new(io::ErrorKind::InvalidInput, why.to_string());
-    if tls.is_none() {
-        return Err(invalid("with_http3 needs with_tls (QUIC is TLS 1.3)"));
-    }
+fn invalid(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, why.to_string())
+}
+
+/// HTTP/3's UDP socket, bound at the TCP listener's address and port.
+#[cfg(feature = "http3")]
+fn http3_socket(kind: Kind, listener: std::os::fd::RawFd) -> io::Result<OwnedFd> {
     let addr = match kind {
-        Kind::Tcp => crate::sys::socket::local_addr(raw),
+        Kind::Tcp => crate::sys::socket::local_addr(listener),
         _ => None,
     }
     .ok_or_else(|| invalid("with_http3 needs a TCP listener"))?;
-    let alt_svc = format!("h3=\":{}\"; ma=86400", addr.port());
+    crate::sys::socket::udp_socket(addr)
+}
+
+/// Checks TLS is on (QUIC needs its certificate) and puts HTTP/3's `Alt-Svc` into
+/// `config`.
+#[cfg(feature = "http3")]
+fn http3_alt_svc(
+    tls: &Option<Arc<rustls::ServerConfig>>,
+    socket: &OwnedFd,
+    config: &mut ServerConfig,
+) -> io::Result<()> {
+    if tls.is_none() {
+        return Err(invalid("with_http3 needs with_tls (QUIC is TLS 1.3)"));
+    }
+    let port = crate::sys::socket::local_addr(socket.as_raw_fd())
+        .ok_or_else(|| invalid("HTTP/3's socket has no address"))?
+        .port();
+    let alt_svc = format!("h3=\":{port}\"; ma=86400");
     config.alt_svc =
         Some(http::HeaderValue::try_from(alt_svc).map_err(|e| invalid(&e.to_string()))?);
-    Ok(addr)
+    Ok(())
 }
 
 impl<M, Marker> IntoFuture for Serve<M, Marker>

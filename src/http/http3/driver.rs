@@ -156,87 +156,108 @@ fn end_handshake(side: &dyn Side, st: &mut ConnState) {
     }
 }
 
+thread_local! {
+    /// The buffer transmits are built in, one per worker thread: a connection holds none
+    /// between its turns (an idle one would keep a few KB for nothing).
+    static TRANSMIT_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// The connection's task: runs the machine whenever it is woken until the connection is
 /// drained.
 pub(super) async fn drive<S: Side>(side: Arc<S>, ch: ConnectionHandle, c: Arc<ConnShared>) {
     let mut sleep: Option<crate::time::Sleep> = None;
-    let mut buf = Vec::new();
     poll_fn(|cx| {
-        let mut st = c.state.lock().unwrap();
-        if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            st.driver = Some(cx.waker().clone());
-        }
-        loop {
-            let mut busy = side.receive(&mut st, cx);
-            if st.error.is_some() {
-                // The side ended it (a client's socket was refused).
-                end_handshake(&*side, &mut st);
-            }
-            let now = Instant::now();
-            if st.conn.poll_timeout().is_some_and(|t| t <= now) {
-                st.conn.handle_timeout(now);
-            }
-            while let Some(ev) = st.conn.poll_endpoint_events() {
-                busy = true;
-                if let Some(back) = side.endpoint_event(ch, ev) {
-                    st.conn.handle_event(back);
-                }
-            }
-            while let Some(ev) = st.conn.poll() {
-                busy = true;
-                match &ev {
-                    quinn_proto::Event::ConnectionLost { reason } => {
-                        st.error = Some(reason.clone());
-                        end_handshake(&*side, &mut st);
-                    }
-                    quinn_proto::Event::Connected => end_handshake(&*side, &mut st),
-                    _ => {}
-                }
-                st.wakers.on_event(&ev);
-            }
-            let batch = side.max_datagrams(&st);
-            while let Some(t) = st.conn.poll_transmit(now, batch, &mut buf) {
-                busy = true;
-                side.transmit(&st, &buf, &t);
-                buf.clear();
-            }
-            if st.conn.is_closed() && !st.close_sent {
-                st.close_sent = true;
-                if let Some(w) = st.closer.take() {
-                    w.wake();
-                }
-            }
-            if st.conn.is_drained() {
-                if st.error.is_none() {
-                    st.error = Some(ConnectionError::LocallyClosed);
-                }
-                st.wakers.wake_all();
-                if let Some(w) = st.closer.take() {
-                    w.wake();
-                }
-                end_handshake(&*side, &mut st);
-                st.driver = None;
-                drop(st);
-                side.drained(ch);
-                return Poll::Ready(());
-            }
-            if !busy {
-                break;
-            }
-        }
-        let Some(deadline) = st.conn.poll_timeout() else {
-            sleep = None;
-            return Poll::Pending;
-        };
-        let timer = sleep.get_or_insert_with(|| crate::time::sleep_until(deadline));
-        if timer.deadline() != deadline {
-            timer.reset(deadline);
-        }
-        if Pin::new(timer).poll(cx).is_ready() {
-            // Due already: run again at once.
-            cx.waker().wake_by_ref();
-        }
-        Poll::Pending
+        let mut buf = TRANSMIT_BUF.take();
+        let ready = turn(&*side, ch, &c, &mut sleep, &mut buf, cx);
+        buf.clear();
+        TRANSMIT_BUF.set(buf);
+        ready
     })
     .await
+}
+
+/// One turn of a connection's task: its machine drained, then asleep until its deadline.
+fn turn(
+    side: &dyn Side,
+    ch: ConnectionHandle,
+    c: &ConnShared,
+    sleep: &mut Option<crate::time::Sleep>,
+    buf: &mut Vec<u8>,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    let mut st = c.state.lock().unwrap();
+    if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+        st.driver = Some(cx.waker().clone());
+    }
+    loop {
+        let mut busy = side.receive(&mut st, cx);
+        if st.error.is_some() {
+            // The side ended it (a client's socket was refused).
+            end_handshake(side, &mut st);
+        }
+        let now = Instant::now();
+        if st.conn.poll_timeout().is_some_and(|t| t <= now) {
+            st.conn.handle_timeout(now);
+        }
+        while let Some(ev) = st.conn.poll_endpoint_events() {
+            busy = true;
+            if let Some(back) = side.endpoint_event(ch, ev) {
+                st.conn.handle_event(back);
+            }
+        }
+        while let Some(ev) = st.conn.poll() {
+            busy = true;
+            match &ev {
+                quinn_proto::Event::ConnectionLost { reason } => {
+                    st.error = Some(reason.clone());
+                    end_handshake(side, &mut st);
+                }
+                quinn_proto::Event::Connected => end_handshake(side, &mut st),
+                _ => {}
+            }
+            st.wakers.on_event(&ev);
+        }
+        let batch = side.max_datagrams(&st);
+        while let Some(t) = st.conn.poll_transmit(now, batch, buf) {
+            busy = true;
+            side.transmit(&st, buf, &t);
+            buf.clear();
+        }
+        if st.conn.is_closed() && !st.close_sent {
+            st.close_sent = true;
+            if let Some(w) = st.closer.take() {
+                w.wake();
+            }
+        }
+        if st.conn.is_drained() {
+            if st.error.is_none() {
+                st.error = Some(ConnectionError::LocallyClosed);
+            }
+            st.wakers.wake_all();
+            if let Some(w) = st.closer.take() {
+                w.wake();
+            }
+            end_handshake(side, &mut st);
+            st.driver = None;
+            drop(st);
+            side.drained(ch);
+            return Poll::Ready(());
+        }
+        if !busy {
+            break;
+        }
+    }
+    let Some(deadline) = st.conn.poll_timeout() else {
+        *sleep = None;
+        return Poll::Pending;
+    };
+    let timer = sleep.get_or_insert_with(|| crate::time::sleep_until(deadline));
+    if timer.deadline() != deadline {
+        timer.reset(deadline);
+    }
+    if Pin::new(timer).poll(cx).is_ready() {
+        // Due already: run again at once.
+        cx.waker().wake_by_ref();
+    }
+    Poll::Pending
 }
