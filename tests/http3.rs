@@ -270,19 +270,13 @@ fn aioquic_client_gets_posts_streams_and_runs_twenty_at_once() {
 fn graceful_shutdown_finishes_the_request_in_flight_then_closes() {
     common::bounded(LIMIT, || {
         let pki = Pki::new();
-        let leaf = pki.server(&["localhost"]);
-        let tls = Arc::new(pki.server_config(&leaf));
-        let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
-        let addr = listener.local_addr().unwrap();
+        let (addr, serve) = h3_serve(&pki);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (done_tx, done) = std::sync::mpsc::channel();
         drop(fibr::spawn(async move {
-            let serve = fibr::serve(listener, app())
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .with_tls(tls)
-                .with_http3();
+            let serve = serve.with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            });
             let _ = done_tx.send(serve.await.is_ok());
         }));
         assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
@@ -429,12 +423,14 @@ fn an_engine_serves_http3_on_a_udp_binding_beside_https() {
         )
         .unwrap();
         let addr = engine.binding_addrs(0)[0];
-        engine
-            .add_binding(fibr::Binding::udp(addr, h3))
-            .expect("UDP on the same port");
+        // Its own port: the TCP one may be taken on UDP by another test's sockets.
+        let udp = engine
+            .add_binding(fibr::Binding::udp("127.0.0.1:0", h3))
+            .expect("a UDP binding");
+        let udp = engine.binding_addrs(udp)[0];
         assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
         tokio_rt().block_on(async {
-            let (endpoint, mut send) = h3_connect(&pki, addr).await;
+            let (endpoint, mut send) = h3_connect(&pki, udp).await;
             let got = exchange(&mut send, get_req("/"), b"", None).await;
             assert_eq!(got.status, StatusCode::OK);
             assert_eq!(got.body, b"hello over h3");
@@ -448,11 +444,7 @@ fn an_engine_serves_http3_on_a_udp_binding_beside_https() {
 fn the_udp_port_is_bound_before_the_serve_future_runs() {
     common::bounded(LIMIT, || {
         let pki = Pki::new();
-        let leaf = pki.server(&["localhost"]);
-        let tls = Arc::new(pki.server_config(&leaf));
-        let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
-        let addr = listener.local_addr().unwrap();
-        let serve = fibr::serve(listener, app()).with_tls(tls).with_http3();
+        let (addr, serve) = h3_serve(&pki);
         // Nothing has polled `serve` yet: a datagram must wait in the socket, not bounce
         // off a closed port (which a connected UDP socket reads as ECONNREFUSED).
         let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -131,6 +131,17 @@ where
         self
     }
 
+    /// The UDP address HTTP/3 is served on; `Err` when [`with_http3`](Self::with_http3)
+    /// was not called or could not bind it. A TCP listener on port 0 gets a port that may
+    /// already be taken on UDP: bind another listener and try again.
+    #[cfg(feature = "http3")]
+    pub fn http3_local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        match &self.http3 {
+            Some((_, socket)) => http3_addr(socket),
+            None => Err(invalid("with_http3 was not called")),
+        }
+    }
+
     /// Stops accepting when `signal` completes, then waits for open connections to finish
     /// their requests (idle ones close at once) before the serve future resolves.
     pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<M, Marker, F>
@@ -152,9 +163,8 @@ where
         #[cfg(feature = "http3")]
         let http3 = match self.http3 {
             Some((make, socket)) => {
-                let socket = socket?;
                 http3_alt_svc(&self.tls, &socket, &mut config)?;
-                Some((make, socket))
+                Some((make, socket?))
             }
             None => None,
         };
@@ -247,20 +257,29 @@ fn http3_socket(kind: Kind, listener: std::os::fd::RawFd) -> io::Result<OwnedFd>
     crate::sys::socket::udp_socket(addr)
 }
 
-/// Checks TLS is on (QUIC needs its certificate) and puts HTTP/3's `Alt-Svc` into
-/// `config`.
+#[cfg(feature = "http3")]
+/// Where HTTP/3's socket is bound, or (a copy of) why it is not.
+fn http3_addr(socket: &io::Result<OwnedFd>) -> io::Result<std::net::SocketAddr> {
+    let socket = socket
+        .as_ref()
+        .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
+    crate::sys::socket::local_addr(socket.as_raw_fd())
+        .ok_or_else(|| invalid("HTTP/3's socket has no address"))
+}
+
+/// Checks TLS is on (QUIC needs its certificate; checked first, so that is the error a
+/// server without it reports), then that the UDP socket was bound, and puts HTTP/3's
+/// `Alt-Svc` into `config`.
 #[cfg(feature = "http3")]
 fn http3_alt_svc(
     tls: &Option<Arc<rustls::ServerConfig>>,
-    socket: &OwnedFd,
+    socket: &io::Result<OwnedFd>,
     config: &mut ServerConfig,
 ) -> io::Result<()> {
     if tls.is_none() {
         return Err(invalid("with_http3 needs with_tls (QUIC is TLS 1.3)"));
     }
-    let port = crate::sys::socket::local_addr(socket.as_raw_fd())
-        .ok_or_else(|| invalid("HTTP/3's socket has no address"))?
-        .port();
+    let port = http3_addr(socket)?.port();
     let alt_svc = format!("h3=\":{port}\"; ma=86400");
     config.alt_svc =
         Some(http::HeaderValue::try_from(alt_svc).map_err(|e| invalid(&e.to_string()))?);

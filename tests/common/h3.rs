@@ -95,20 +95,33 @@ pub fn start(pki: &Pki) -> SocketAddr {
 }
 
 pub fn start_with(pki: &Pki, cfg: ServerConfig) -> SocketAddr {
-    let leaf = pki.server(&["localhost"]);
-    let tls = Arc::new(pki.server_config(&leaf));
-    let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
-    let addr = listener.local_addr().unwrap();
+    let (addr, serve) = h3_serve(pki);
+    let serve = serve.with_config(cfg);
     drop(fibr::spawn(async move {
-        let serve = fibr::serve(listener, app())
-            .with_config(cfg)
-            .with_tls(tls)
-            .with_http3();
         if let Err(e) = serve.await {
             eprintln!("serve failed: {e}");
         }
     }));
     addr
+}
+
+/// `app()` over TLS and HTTP/3, not yet running, on a new port of 127.0.0.1 that is free on
+/// both TCP and UDP (the TCP listener's port may be taken on UDP, by another test's
+/// sockets: then it binds another).
+pub fn h3_serve(pki: &Pki) -> (SocketAddr, fibr::http::Serve<Router>) {
+    let leaf = pki.server(&["localhost"]);
+    let tls = Arc::new(pki.server_config(&leaf));
+    for _ in 0..100 {
+        let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let addr = listener.local_addr().unwrap();
+        let serve = fibr::serve(listener, app())
+            .with_tls(tls.clone())
+            .with_http3();
+        if serve.http3_local_addr().is_ok_and(|udp| udp == addr) {
+            return (addr, serve);
+        }
+    }
+    panic!("no port free on both TCP and UDP");
 }
 
 pub fn h3_config(http3: Http3Config) -> ServerConfig {
@@ -252,8 +265,9 @@ impl RelayStats {
     }
 }
 
-/// A UDP relay on 127.0.0.1 between one client and `server`: the client sends to
-/// [`Relay::addr`], the server sees the relay's other socket. Stops when dropped.
+/// A UDP relay on 127.0.0.1 between one client and `server`: the client (the first to
+/// send to [`Relay::addr`]) sends there, the server sees the relay's other socket.
+/// Stops when dropped.
 pub struct Relay {
     pub addr: SocketAddr,
     pub stats: Arc<RelayStats>,
@@ -279,10 +293,14 @@ impl Relay {
         let to_server = {
             let (front, back, client) = (front.clone(), back.clone(), client.clone());
             Direction::new(0, faults, stats.clone(), stop.clone()).spawn(
-                move |buf| {
+                move |buf| loop {
+                    // The first sender is the client. Others are strays: a port freed by
+                    // another test may still get a server's retransmits, and answers must
+                    // not follow them.
                     let (n, from) = front.recv_from(buf)?;
-                    *client.lock().unwrap() = Some(from);
-                    Ok(n)
+                    if *client.lock().unwrap().get_or_insert(from) == from {
+                        return Ok(n);
+                    }
                 },
                 move |d| drop(back.send(d)),
             )
