@@ -175,32 +175,51 @@ async fn request<S, B>(
     let room = Arc::new(WakeSlot::default());
     let (body, sender) =
         Incoming::channel(Waker::from(room.clone()), length, false, limits.body_buffer);
-    crate::spawn(pump(recv, sender, room, limits.max_body_size));
+    let pump = pump(recv, sender, room, limits.max_body_size);
     let req = req.map(|()| body);
-    // Errors become BoxErrors at once: the service's own need not be Send.
-    let ready = poll_fn(|cx| svc.lock().unwrap().poll_ready(cx).map_err(Into::into)).await;
-    let resp: Result<_, BoxError> = match ready {
-        Ok(()) => {
-            let fut = svc.lock().unwrap().call(req);
-            fut.await.map_err(Into::into)
-        }
-        Err(e) => Err(e),
-    };
-    let result = match resp {
-        Ok(resp) => respond(&mut send, resp).await,
-        Err(e) => {
-            tracing::error!(error = %e, "the service failed");
-            let mut resp = Response::new(());
-            *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-            match send.send_response(resp).await {
-                Ok(()) => send.finish().await,
-                Err(e) => Err(e),
+    let serve = async {
+        // Errors become BoxErrors at once: the service's own need not be Send.
+        let ready = poll_fn(|cx| svc.lock().unwrap().poll_ready(cx).map_err(Into::into)).await;
+        let resp: Result<_, BoxError> = match ready {
+            Ok(()) => {
+                let fut = svc.lock().unwrap().call(req);
+                fut.await.map_err(Into::into)
+            }
+            Err(e) => Err(e),
+        };
+        match resp {
+            Ok(resp) => respond(&mut send, resp).await,
+            Err(e) => {
+                tracing::error!(error = %e, "the service failed");
+                let mut resp = Response::new(());
+                *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                match send.send_response(resp).await {
+                    Ok(()) => send.finish().await,
+                    Err(e) => Err(e),
+                }
             }
         }
     };
-    if let Err(e) = result {
+    if let Err(e) = alongside(serve, pump).await {
         tracing::debug!(error = %e, "HTTP/3 response not sent");
     }
+}
+
+/// Runs `serve` to its end with `pump` polled beside it on the same task, first, so the
+/// service finds what the stream already holds. A task of the pump's own cost a spawn even
+/// for a GET, and, run after the response had left, a datagram of its own for the stream
+/// credit that reading the request's end frees. A pump still running when the response
+/// is done is dropped, which stops the stream's unread rest.
+async fn alongside<F: Future>(serve: F, pump: impl Future<Output = ()>) -> F::Output {
+    let (mut serve, mut pump) = (std::pin::pin!(serve), std::pin::pin!(pump));
+    let mut pumped = false;
+    poll_fn(|cx| {
+        if !pumped {
+            pumped = pump.as_mut().poll(cx).is_ready();
+        }
+        serve.as_mut().poll(cx)
+    })
+    .await
 }
 
 /// Fields that mean something only to HTTP/1.1 (RFC 9114 §4.2 forbids them).
