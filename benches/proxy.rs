@@ -43,6 +43,8 @@ mod epoll;
 mod os_support;
 #[path = "support/server.rs"]
 mod server_support;
+#[path = "support/skip.rs"]
+mod skip;
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -648,13 +650,7 @@ fn spread(v: &[f64]) -> String {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("proxy bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    skip::bench_main("proxy bench", run)
 }
 
 fn run() -> Result<(), String> {
