@@ -54,6 +54,8 @@ pub(crate) struct ConnState {
     /// Waits for the handshake's end (a client's connect).
     handshake_waiter: Option<Waker>,
     driver: Option<Waker>,
+    /// A stream wrote, read or ended something since the driver's last turn.
+    send_wanted: bool,
     /// The connection is closed and its CONNECTION_CLOSE has been handed to the socket.
     close_sent: bool,
     /// Waits for `close_sent` (the h3 connection's end, before the server may stop).
@@ -70,16 +72,25 @@ impl ConnState {
             handshaking: true,
             handshake_waiter: None,
             driver: None,
+            send_wanted: false,
             close_sent: false,
             closer: None,
         }
     }
 
-    /// Has the driver run: something was written, read or closed that may need sending.
+    /// Has the driver run: a datagram arrived or the connection was closed.
     pub fn kick(&self) {
         if let Some(w) = &self.driver {
             w.wake_by_ref();
         }
+    }
+
+    /// Has the driver send what a stream wrote, read (window credit) or ended, once the
+    /// tasks queued before it have had their turn: the other requests a datagram brought
+    /// write their answers first, and these leave in the same packets.
+    pub fn kick_to_send(&mut self) {
+        self.send_wanted = true;
+        self.kick();
     }
 }
 
@@ -166,7 +177,11 @@ thread_local! {
 /// drained.
 pub(super) async fn drive<S: Side>(side: Arc<S>, ch: ConnectionHandle, c: Arc<ConnShared>) {
     let mut sleep: Option<crate::time::Sleep> = None;
+    let mut deferred = false;
     poll_fn(|cx| {
+        if defer_for_writes(&c, &mut deferred, cx) {
+            return Poll::Pending;
+        }
         let mut buf = TRANSMIT_BUF.take();
         let ready = turn(&*side, ch, &c, &mut sleep, &mut buf, cx);
         buf.clear();
@@ -174,6 +189,22 @@ pub(super) async fn drive<S: Side>(side: Arc<S>, ch: ConnectionHandle, c: Arc<Co
         ready
     })
     .await
+}
+
+/// When the driver was woken to send what streams wrote ([`ConnState::kick_to_send`]) and
+/// has not yet stepped aside for it: it goes behind the tasks already queued (a task woken
+/// while it runs is queued last) and runs its turn when it comes back.
+fn defer_for_writes(c: &ConnShared, deferred: &mut bool, cx: &mut Context<'_>) -> bool {
+    let mut st = c.state.lock().unwrap();
+    if std::mem::take(&mut st.send_wanted) && !std::mem::replace(deferred, true) {
+        if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            st.driver = Some(cx.waker().clone());
+        }
+        cx.waker().wake_by_ref();
+        return true;
+    }
+    *deferred = false;
+    false
 }
 
 /// One turn of a connection's task: its machine drained, then asleep until its deadline.

@@ -54,7 +54,7 @@ impl QuicConn {
         let mut st = self.0.lock();
         if let Some(id) = st.conn.streams().accept(dir) {
             // Accepting may raise the peer's stream limit (MAX_STREAMS).
-            st.kick();
+            st.kick_to_send();
             return Poll::Ready(Ok(id));
         }
         if let Some(e) = &st.error {
@@ -133,7 +133,7 @@ impl<B: Buf> quic::OpenStreams<B> for QuicConn {
             varint(code.value()),
             Bytes::copy_from_slice(reason),
         );
-        st.kick();
+        st.kick_to_send();
     }
 }
 
@@ -170,7 +170,7 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
             match st.conn.send_stream(self.id).write(buf.chunk()) {
                 Ok(n) if n > 0 => {
                     buf.advance(n);
-                    st.kick();
+                    st.kick_to_send();
                 }
                 Ok(_) | Err(WriteError::Blocked) => {
                     st.wakers.wait_write(self.id, cx.waker());
@@ -212,7 +212,7 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
         if !self.done {
             self.done = true;
             let res = st.conn.send_stream(self.id).finish();
-            st.kick();
+            st.kick_to_send();
             match res {
                 Ok(()) => {}
                 Err(FinishError::Stopped(code)) => {
@@ -248,7 +248,7 @@ impl<B: Buf> quic::SendStream<B> for SendStream<B> {
         let mut st = self.conn.lock();
         self.done = true;
         let _ = st.conn.send_stream(self.id).reset(varint(reset_code));
-        st.kick();
+        st.kick_to_send();
     }
 
     fn send_id(&self) -> quic::StreamId {
@@ -266,7 +266,7 @@ impl<B: Buf> Drop for SendStream<B> {
                 .conn
                 .send_stream(self.id)
                 .reset(VarInt::from_u32(H3_NO_ERROR));
-            st.kick();
+            st.kick_to_send();
         }
     }
 }
@@ -324,7 +324,7 @@ impl quic::RecvStream for RecvStream {
         };
         // Reading may reopen the peer's flow-control window.
         if chunks.finalize().should_transmit() {
-            st.kick();
+            st.kick_to_send();
         }
         match &res {
             Poll::Pending => st.wakers.wait_read(self.id, cx.waker()),
@@ -338,7 +338,7 @@ impl quic::RecvStream for RecvStream {
         let mut st = self.conn.lock();
         self.done = true;
         let _ = st.conn.recv_stream(self.id).stop(varint(error_code));
-        st.kick();
+        st.kick_to_send();
     }
 
     fn recv_id(&self) -> quic::StreamId {
@@ -356,7 +356,7 @@ impl Drop for RecvStream {
                 .conn
                 .recv_stream(self.id)
                 .stop(VarInt::from_u32(H3_NO_ERROR));
-            st.kick();
+            st.kick_to_send();
         }
     }
 }
