@@ -409,6 +409,31 @@ fn with_http3_without_tls_is_an_error_not_a_plain_udp_port() {
 }
 
 #[test]
+fn a_udp_port_already_taken_is_reported_before_and_when_serving() {
+    let pki = Pki::new();
+    let tls = Arc::new(pki.server_config(&pki.server(&["localhost"])));
+    // A UDP port held elsewhere whose TCP twin is free (tried until one is).
+    let (held, listener) = (0..100)
+        .find_map(|_| {
+            let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let tcp = fibr::run(TcpListener::bind(held.local_addr().unwrap())).ok()?;
+            Some((held, tcp))
+        })
+        .expect("a UDP port whose TCP twin is free");
+    let serve = fibr::serve(listener, app()).with_tls(tls).with_http3();
+    let before = serve.http3_local_addr().expect_err("the UDP port is taken");
+    assert_eq!(before.kind(), std::io::ErrorKind::AddrInUse, "{before}");
+    let served = fibr::run(async move { serve.await }).expect_err("served on a taken port");
+    assert_eq!(served.kind(), std::io::ErrorKind::AddrInUse, "{served}");
+    drop(held);
+    let plain = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let e = fibr::serve(plain, app())
+        .http3_local_addr()
+        .expect_err("no with_http3");
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+}
+
+#[test]
 fn an_engine_serves_http3_on_a_udp_binding_beside_https() {
     common::bounded(LIMIT, || {
         let pki = Pki::new();

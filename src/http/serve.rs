@@ -257,8 +257,8 @@ fn http3_socket(kind: Kind, listener: std::os::fd::RawFd) -> io::Result<OwnedFd>
     crate::sys::socket::udp_socket(addr)
 }
 
-#[cfg(feature = "http3")]
 /// Where HTTP/3's socket is bound, or (a copy of) why it is not.
+#[cfg(feature = "http3")]
 fn http3_addr(socket: &io::Result<OwnedFd>) -> io::Result<std::net::SocketAddr> {
     let socket = socket
         .as_ref()

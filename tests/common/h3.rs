@@ -265,9 +265,8 @@ impl RelayStats {
     }
 }
 
-/// A UDP relay on 127.0.0.1 between one client and `server`: the client (the first to
-/// send to [`Relay::addr`]) sends there, the server sees the relay's other socket.
-/// Stops when dropped.
+/// A UDP relay on 127.0.0.1 between one client and `server`: the client sends to
+/// [`Relay::addr`], the server sees the relay's other socket. Stops when dropped.
 pub struct Relay {
     pub addr: SocketAddr,
     pub stats: Arc<RelayStats>,
@@ -293,14 +292,10 @@ impl Relay {
         let to_server = {
             let (front, back, client) = (front.clone(), back.clone(), client.clone());
             Direction::new(0, faults, stats.clone(), stop.clone()).spawn(
-                move |buf| loop {
-                    // The first sender is the client. Others are strays: a port freed by
-                    // another test may still get a server's retransmits, and answers must
-                    // not follow them.
+                move |buf| {
                     let (n, from) = front.recv_from(buf)?;
-                    if *client.lock().unwrap().get_or_insert(from) == from {
-                        return Ok(n);
-                    }
+                    *client.lock().unwrap() = Some(from);
+                    Ok(n)
                 },
                 move |d| drop(back.send(d)),
             )

@@ -179,11 +179,8 @@ pub(super) async fn drive<S: Side>(side: Arc<S>, ch: ConnectionHandle, c: Arc<Co
     let mut sleep: Option<crate::time::Sleep> = None;
     let mut deferred = false;
     poll_fn(|cx| {
-        if defer_for_writes(&c, &mut deferred, cx) {
-            return Poll::Pending;
-        }
         let mut buf = TRANSMIT_BUF.take();
-        let ready = turn(&*side, ch, &c, &mut sleep, &mut buf, cx);
+        let ready = turn(&*side, ch, &c, &mut sleep, &mut deferred, &mut buf, cx);
         buf.clear();
         TRANSMIT_BUF.set(buf);
         ready
@@ -191,28 +188,14 @@ pub(super) async fn drive<S: Side>(side: Arc<S>, ch: ConnectionHandle, c: Arc<Co
     .await
 }
 
-/// When the driver was woken to send what streams wrote ([`ConnState::kick_to_send`]) and
-/// has not yet stepped aside for it: it goes behind the tasks already queued (a task woken
-/// while it runs is queued last) and runs its turn when it comes back.
-fn defer_for_writes(c: &ConnShared, deferred: &mut bool, cx: &mut Context<'_>) -> bool {
-    let mut st = c.state.lock().unwrap();
-    if std::mem::take(&mut st.send_wanted) && !std::mem::replace(deferred, true) {
-        if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            st.driver = Some(cx.waker().clone());
-        }
-        cx.waker().wake_by_ref();
-        return true;
-    }
-    *deferred = false;
-    false
-}
-
 /// One turn of a connection's task: its machine drained, then asleep until its deadline.
+#[allow(clippy::too_many_arguments)]
 fn turn(
     side: &dyn Side,
     ch: ConnectionHandle,
     c: &ConnShared,
     sleep: &mut Option<crate::time::Sleep>,
+    deferred: &mut bool,
     buf: &mut Vec<u8>,
     cx: &mut Context<'_>,
 ) -> Poll<()> {
@@ -220,6 +203,14 @@ fn turn(
     if !st.driver.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
         st.driver = Some(cx.waker().clone());
     }
+    // Woken to send what streams wrote ([`ConnState::kick_to_send`]) and not yet stepped
+    // aside for it: go behind the tasks already queued (a task that wakes itself while it
+    // runs is queued last), and run the turn when it comes back.
+    if std::mem::take(&mut st.send_wanted) && !std::mem::replace(deferred, true) {
+        cx.waker().wake_by_ref();
+        return Poll::Pending;
+    }
+    *deferred = false;
     loop {
         let mut busy = side.receive(&mut st, cx);
         if st.error.is_some() {
