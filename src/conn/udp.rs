@@ -35,7 +35,11 @@ pub(crate) struct UdpSocketSource {
     fd: OwnedFd,
     handler: Arc<dyn Handler>,
     peers: Mutex<HashMap<SocketAddr, Arc<ConnInner>>>,
-    bufs: Mutex<Vec<Vec<u8>>>,
+    /// The read slots, `BATCH` of `MAX_DATAGRAM` bytes in one allocation (made on the first
+    /// read): at 1 MiB it is above malloc's mmap threshold, so its pages are untouched zeros
+    /// until the kernel writes them, and a socket that only ever reads 1,200-byte datagrams
+    /// keeps a page per slot resident, not 64 KiB.
+    bufs: Mutex<Box<[u8]>>,
     /// Sends may carry several datagrams in one GSO entry (see `socket::send_batch`).
     gso: AtomicBool,
     /// When the next idle sweep is due and when the armed retry fires (ms since epoch).
@@ -55,7 +59,7 @@ impl UdpSocketSource {
             fd,
             handler,
             peers: Mutex::new(HashMap::new()),
-            bufs: Mutex::new(Vec::new()),
+            bufs: Mutex::new(Box::default()),
             gso: AtomicBool::new(gso),
             sweep_at: AtomicU64::new(0),
             retry_at: AtomicU64::new(0),
@@ -156,10 +160,12 @@ impl Source<Runtime> for UdpSocketSource {
     fn ready(&self, _ev: Event, ctx: &mut ReadyCtx<'_>) {
         let cfg = &ctx.rt.config;
         let Some(me) = self.me.upgrade() else { return };
-        let mut bufs = self.bufs.lock().unwrap();
-        if bufs.is_empty() {
-            bufs.extend((0..BATCH).map(|_| vec![0u8; MAX_DATAGRAM]));
+        let mut arena = self.bufs.lock().unwrap();
+        if arena.is_empty() {
+            *arena = vec![0u8; BATCH * MAX_DATAGRAM].into_boxed_slice();
         }
+        let mut slots = arena.chunks_mut(MAX_DATAGRAM);
+        let mut bufs: [&mut [u8]; BATCH] = std::array::from_fn(|_| slots.next().unwrap());
         let mut got = Vec::with_capacity(BATCH);
         // Bounded per event so one flooded socket cannot starve the loop.
         for _ in 0..64 {
@@ -212,7 +218,7 @@ impl Source<Runtime> for UdpSocketSource {
                 {
                     // A GRO read holds several datagrams: each goes in on its own.
                     let mut inbox = link.inbox.lock().unwrap();
-                    for datagram in d.datagrams(&bufs[i]) {
+                    for datagram in d.datagrams(bufs[i]) {
                         if inbox.len() < MAX_INBOX {
                             inbox.push_back(datagram.to_vec());
                         }
@@ -224,7 +230,7 @@ impl Source<Runtime> for UdpSocketSource {
                 break;
             }
         }
-        drop(bufs);
+        drop(arena);
         // Sweep idle peers at most every half timeout, and keep one retry armed for that
         // while there are peers (the loop's retry is a synthetic readable event).
         let now = self.now_ms();

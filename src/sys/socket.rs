@@ -424,7 +424,7 @@ struct CmsgBuf([u8; CMSG_BUF]);
 /// 64 KiB in all: give buffers that large.
 pub(crate) fn recv_batch(
     fd: RawFd,
-    bufs: &mut [Vec<u8>],
+    bufs: &mut [impl AsMut<[u8]>],
     out: &mut Vec<Datagram>,
 ) -> io::Result<()> {
     #[cfg(target_os = "linux")]
@@ -438,9 +438,10 @@ pub(crate) fn recv_batch(
         let mut msgs: [libc::mmsghdr; MAX] = unsafe { std::mem::zeroed() };
         let mut ctrl = [CmsgBuf([0; CMSG_BUF]); MAX];
         for i in 0..n {
+            let buf = bufs[i].as_mut();
             iovs[i].write(libc::iovec {
-                iov_base: bufs[i].as_mut_ptr().cast(),
-                iov_len: bufs[i].len(),
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
             });
             msgs[i].msg_hdr.msg_iov = iovs[i].as_mut_ptr();
             msgs[i].msg_hdr.msg_iovlen = 1;
@@ -475,6 +476,7 @@ pub(crate) fn recv_batch(
     #[cfg(not(target_os = "linux"))]
     {
         for buf in bufs.iter_mut() {
+            let buf = buf.as_mut();
             let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
             let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             // SAFETY: buf, storage and len are valid for writes.
