@@ -53,6 +53,12 @@ pub trait Handler: Send + Sync + 'static {
     fn on_open(&self, _conn: &Conn) {}
     /// Bytes arrived. Anything sent from here goes out in the round's one write.
     fn on_data(&self, conn: &Conn, data: &[u8]);
+    /// A datagram arrived on a UDP connection, owned: a handler that keeps the bytes (a
+    /// QUIC endpoint hands them to quinn-proto) takes them without a copy. By default,
+    /// [`Handler::on_data`] with it.
+    fn on_datagram(&self, conn: &Conn, datagram: Vec<u8>) {
+        self.on_data(conn, &datagram)
+    }
     /// The peer finished sending (a half close). By default the connection is closed once
     /// its queued output is flushed; override to keep writing.
     fn on_eof(&self, conn: &Conn) {
@@ -73,6 +79,9 @@ impl<H: Handler + ?Sized> Handler for Arc<H> {
     }
     fn on_data(&self, conn: &Conn, data: &[u8]) {
         (**self).on_data(conn, data)
+    }
+    fn on_datagram(&self, conn: &Conn, datagram: Vec<u8>) {
+        (**self).on_datagram(conn, datagram)
     }
     fn on_eof(&self, conn: &Conn) {
         (**self).on_eof(conn)
@@ -845,7 +854,7 @@ impl ConnInner {
         while !self.flag(F_HELD | F_CLOSING) {
             let Some(d) = link.next_datagram() else { break };
             self.refresh(handler);
-            if !self.call(conn, "on_data", || handler.on_data(conn, &d)) {
+            if !self.call(conn, "on_datagram", || handler.on_datagram(conn, d)) {
                 return false;
             }
         }

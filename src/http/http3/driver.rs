@@ -274,7 +274,11 @@ fn turn(
         return Poll::Pending;
     };
     let timer = sleep.get_or_insert_with(|| crate::time::sleep_until(deadline));
-    if timer.deadline() != deadline {
+    // QUIC's deadline moves on almost every turn (each packet pushes the idle timeout
+    // later). Re-arming costs a timer entry and a message to a loop, so a later deadline
+    // keeps the armed one: when that fires, the turn finds nothing due and arms the new
+    // one. Only an earlier deadline, or an armed one already past, re-arms now.
+    if deadline < timer.deadline() || timer.is_elapsed() {
         timer.reset(deadline);
     }
     if Pin::new(timer).poll(cx).is_ready() {

@@ -15,7 +15,7 @@ use super::driver::{drive, ConnShared, ConnState, QuicConn, Side};
 use super::{Http3Config, RetryPolicy};
 use crate::conn::{Conn, Handler};
 use crate::http::ConnInfo;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use quinn_proto::{ConnectionEvent, ConnectionHandle, DatagramEvent, EndpointEvent, Transmit};
 use std::collections::HashMap;
 use std::io;
@@ -141,22 +141,28 @@ impl QuicEndpoint {
 
 impl Handler for QuicEndpoint {
     fn on_data(&self, udp: &Conn, data: &[u8]) {
+        self.on_datagram(udp, data.to_vec())
+    }
+
+    fn on_datagram(&self, udp: &Conn, datagram: Vec<u8>) {
         let Some(peer) = udp.peer_addr() else { return };
         let now = Instant::now();
+        let short_header = is_short_header(&datagram);
         let mut buf = Vec::new();
         let event = self.endpoint.lock().unwrap().handle(
             now,
             peer,
             None,
             None,
-            BytesMut::from(data),
+            // No copy: a `Vec` becomes `Bytes` and then `BytesMut` in place.
+            BytesMut::from(Bytes::from(datagram)),
             &mut buf,
         );
         match event {
             None => {}
             // The answer to a short-header packet is a stateless reset (version
             // negotiation and the rest answer long headers).
-            Some(DatagramEvent::Response(_)) if !self.stateless_reset && is_short_header(data) => {}
+            Some(DatagramEvent::Response(_)) if !self.stateless_reset && short_header => {}
             Some(DatagramEvent::Response(t)) => send(udp, &buf, &t),
             Some(DatagramEvent::NewConnection(incoming)) => self.accept(udp, incoming, now),
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
