@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo bench --bench compare                      # 5 s phases, 3 runs, 10,000 idle connections
 //! cargo bench --bench compare -- --quick           # 1 s phases, 1 run, 1,000 idle connections
+//! cargo bench --bench compare -- --runs 7          # 7 runs per cell (medians of 7)
 //! cargo bench --bench compare -- --only pipelined  # one scenario (or a list: a,b): plain echo
 //!                                                  # pipelined churn idle ws ws16k wsdeflate
 //!                                                  # idle-ws idle-wsdeflate tls-plain
@@ -565,15 +566,17 @@ impl Scenario {
                 "{} QUIC connections (h3_load), one GET each",
                 h3::idle_conns(set)
             ),
-            Scenario::Client => micro::CLIENT.command(set.runs == QUICK.runs),
-            Scenario::Executor => micro::EXECUTOR.command(set.runs == QUICK.runs),
-            Scenario::Proxy => micro::PROXY.command(set.runs == QUICK.runs),
+            Scenario::Client => micro::CLIENT.command(set.phase == QUICK.phase),
+            Scenario::Executor => micro::EXECUTOR.command(set.phase == QUICK.phase),
+            Scenario::Proxy => micro::PROXY.command(set.phase == QUICK.phase),
         }
     }
 }
 
 struct Opts {
     quick: bool,
+    /// Runs per cell instead of the mode's (3, or 1 with `--quick`).
+    runs: Option<usize>,
     build: bool,
     update_readme: bool,
     from_json: bool,
@@ -587,6 +590,7 @@ impl Opts {
     fn parse() -> Result<Opts, String> {
         let mut o = Opts {
             quick: false,
+            runs: None,
             build: true,
             update_readme: false,
             from_json: false,
@@ -602,6 +606,14 @@ impl Opts {
                 "--quick" => {
                     o.quick = true;
                     o.measured_args.push(a);
+                }
+                "--runs" => {
+                    let v = args.next().ok_or("--runs takes a number")?;
+                    match v.parse() {
+                        Ok(n) if n > 0 => o.runs = Some(n),
+                        _ => return Err(format!("--runs takes a positive number, not {v:?}")),
+                    }
+                    o.measured_args.extend([a, v]);
                 }
                 "--no-build" => o.build = false,
                 "--update-readme" => o.update_readme = true,
@@ -683,7 +695,10 @@ fn bench() -> Result<(), String> {
             report::Report::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         return output(&rep, &dir, stem, opts.update_readme);
     }
-    let set = if opts.quick { QUICK } else { FULL };
+    let mut set = if opts.quick { QUICK } else { FULL };
+    if let Some(runs) = opts.runs {
+        set.runs = runs;
+    }
     let scenarios = &opts.scenarios;
     let on_servers = scenarios.iter().any(|s| s.on_servers());
     let mut tools = vec![("taskset", "util-linux")];
