@@ -59,31 +59,6 @@ pub(crate) async fn serve_connection<S, B>(
             return;
         }
     };
-    accept_requests(&mut conn, svc, limits, drain).await;
-    // Dropping h3's connection closes the QUIC one (H3_NO_ERROR); the caller may stop the
-    // server next, so wait (briefly) until the close has left.
-    drop(conn);
-    let sent = crate::time::timeout(CLOSE_GRACE, handle.close_sent()).await;
-    if sent.is_err() {
-        tracing::debug!("HTTP/3 CONNECTION_CLOSE not sent within {CLOSE_GRACE:?}");
-    }
-}
-
-/// h3's accept loop: each request on a task of its own, until the client goes away or,
-/// after `drain`, the requests already taken are done.
-async fn accept_requests<S, B>(
-    conn: &mut h3::server::Connection<QuicConn, Bytes>,
-    svc: S,
-    limits: Limits,
-    drain: impl Future<Output = ()>,
-) where
-    S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-{
     let svc = Arc::new(Mutex::new(svc));
     let in_flight = Arc::new(InFlight::default());
     let mut drain = std::pin::pin!(drain);
@@ -139,6 +114,13 @@ async fn accept_requests<S, B>(
                 break;
             }
         }
+    }
+    // Dropping h3's connection closes the QUIC one (H3_NO_ERROR); the caller may stop the
+    // server next, so wait (briefly) until the close has left.
+    drop(conn);
+    let sent = crate::time::timeout(CLOSE_GRACE, handle.close_sent()).await;
+    if sent.is_err() {
+        tracing::debug!("HTTP/3 CONNECTION_CLOSE not sent within {CLOSE_GRACE:?}");
     }
 }
 
