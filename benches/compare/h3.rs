@@ -22,9 +22,8 @@
 //!   connection.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -174,19 +173,12 @@ struct IdleClient {
 
 impl IdleClient {
     fn start(tool: &Path, addr: std::net::SocketAddr, cpu: usize) -> Result<IdleClient, String> {
-        let mut cmd = Command::new("taskset");
-        cmd.arg("-c")
-            .arg(cpu.to_string())
-            .arg(tool)
-            .arg("idle")
+        let mut cmd = proc::pinned_command(cpu, tool);
+        cmd.arg("idle")
             .arg(addr.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        // SAFETY: one prctl call between fork and exec: async-signal-safe.
-        unsafe {
-            cmd.pre_exec(proc::die_with_parent);
-        }
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("running {}: {e}", tool.display()))?;

@@ -1,9 +1,8 @@
 //! Load phases: the external load generators, run pinned, and their output parsed.
 
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -277,17 +276,11 @@ pub fn load_run(
 
 /// Runs a load generator pinned to `cpu`; its stdout, or an error with its output.
 pub fn run_tool(cpu: usize, args: &[String]) -> Result<String, String> {
-    let mut cmd = Command::new("taskset");
-    cmd.arg("-c")
-        .arg(cpu.to_string())
-        .args(args)
+    let mut cmd = proc::pinned_command(cpu, &args[0]);
+    cmd.args(&args[1..])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: one prctl call between fork and exec: async-signal-safe.
-    unsafe {
-        cmd.pre_exec(proc::die_with_parent);
-    }
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("running {}: {e}", args[0]))?;

@@ -8,7 +8,7 @@ use crate::server_support::{clock_ticks, count_fds, process_cpu_us, ServerChild}
 use crate::{Server, IO_TIMEOUT};
 
 pub use crate::os_support::{allowed_cpus, pick_cpus};
-pub use crate::server_support::die_with_parent;
+pub use crate::server_support::pinned_command;
 
 /// A server process (`taskset -c CPU PROGRAM [ARG] 0`); killed and reaped when dropped.
 pub struct RunningServer {

@@ -31,15 +31,10 @@ impl ServerChild {
         label: &str,
         timeout: Duration,
     ) -> Result<ServerChild, String> {
-        let mut cmd = Command::new("taskset");
-        cmd.arg("-c").arg(cpu.to_string()).arg(program).args(args);
+        let mut cmd = pinned_command(cpu, program);
+        cmd.args(args);
         for (k, v) in envs {
             cmd.env(k, v);
-        }
-        // SAFETY: one prctl call between fork and exec: async-signal-safe. taskset execs
-        // the server in the same process, which keeps the parent-death signal.
-        unsafe {
-            cmd.pre_exec(die_with_parent);
         }
         ServerChild::spawn(cmd, program, label, timeout)
     }
@@ -139,6 +134,18 @@ pub fn die_with_parent() -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// `taskset -c CPU PROGRAM`, killed if this process dies first (taskset execs the program
+/// in the same process, which keeps the parent-death signal); the caller adds its arguments.
+pub fn pinned_command(cpu: usize, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("taskset");
+    cmd.arg("-c").arg(cpu.to_string()).arg(program);
+    // SAFETY: one prctl call between fork and exec: async-signal-safe.
+    unsafe {
+        cmd.pre_exec(die_with_parent);
+    }
+    cmd
 }
 
 /// What `/proc/PID/status` says about a process's memory and threads.
