@@ -211,13 +211,14 @@ fn turn(
         return Poll::Pending;
     }
     *deferred = false;
+    let mut now;
     loop {
         let mut busy = side.receive(&mut st, cx);
         if st.error.is_some() {
             // The side ended it (a client's socket was refused).
             end_handshake(side, &mut st);
         }
-        let now = Instant::now();
+        now = Instant::now();
         if st.conn.poll_timeout().is_some_and(|t| t <= now) {
             st.conn.handle_timeout(now);
         }
@@ -277,8 +278,9 @@ fn turn(
     // QUIC's deadline moves on almost every turn (each packet pushes the idle timeout
     // later). Re-arming costs a timer entry and a message to a loop, so a later deadline
     // keeps the armed one: when that fires, the turn finds nothing due and arms the new
-    // one. Only an earlier deadline, or an armed one already past, re-arms now.
-    if deadline < timer.deadline() || timer.is_elapsed() {
+    // one. Only an earlier deadline, or an armed one already past (by the turn's clock
+    // reading), re-arms now.
+    if deadline < timer.deadline() || timer.deadline() <= now {
         timer.reset(deadline);
     }
     if Pin::new(timer).poll(cx).is_ready() {
