@@ -91,7 +91,7 @@ pub mod body {
 }
 
 pub use buf::PooledBuf;
-pub use conn::{Conn, Handler};
+pub use conn::{Conn, DatagramHandler, Handler, UdpSender};
 pub use engine::{Binding, Engine};
 pub use exec::{JoinError, JoinHandle};
 pub use http::serve;

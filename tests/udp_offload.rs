@@ -2,14 +2,18 @@
 //! sent to a UDP binding reaches `on_data` as the datagrams it was cut into, whether the
 //! binding's socket reads it coalesced (UDP_GRO) or not; `Conn::send_segments` reaches a
 //! plain socket as separate datagrams of the right sizes, with GSO and without
-//! (`Config::udp_gso` off), and `Conn::max_segments` tells which.
+//! (`Config::udp_gso` off), and `Conn::max_segments` tells which. The same holds for a
+//! binding whose handler takes the datagrams itself (`Handler::datagrams`): GRO reads
+//! reach its `DatagramHandler` split, `UdpSender::send_segments_to` sends as
+//! `send_segments` does, and it keeps no connection per peer.
 //!
 //! Run on both backends: `cargo test --test udp_offload` and
 //! `FIBR_BACKEND=portable cargo test --test udp_offload`.
 
-use fibr::{Binding, Config, Conn, Engine, Handler};
+use fibr::{Binding, Config, Conn, DatagramHandler, Engine, Handler, UdpSender};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,15 +32,50 @@ fn burst(count: usize, size: usize, last: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Records the datagrams it gets; on "segments N SIZE LAST" answers "max=K" (its
-/// `max_segments`) and then that burst with one `send_segments`; on "bad" answers how
-/// `send_segments` refuses what it must.
-struct Probe {
-    got: Arc<Mutex<Vec<Vec<u8>>>>,
+/// Where the probe answers: the peer's connection, or (taking datagrams itself) the
+/// socket, to the sender's address.
+trait Reply {
+    fn send(&self, data: &[u8]) -> io::Result<()>;
+    fn send_segments(&self, data: &[u8], size: usize) -> io::Result<()>;
+    fn max_segments(&self) -> usize;
 }
 
-impl Handler for Probe {
-    fn on_data(&self, conn: &Conn, data: &[u8]) {
+impl Reply for Conn {
+    fn send(&self, data: &[u8]) -> io::Result<()> {
+        Conn::send(self, data)
+    }
+    fn send_segments(&self, data: &[u8], size: usize) -> io::Result<()> {
+        Conn::send_segments(self, data, size)
+    }
+    fn max_segments(&self) -> usize {
+        Conn::max_segments(self)
+    }
+}
+
+impl Reply for (&UdpSender, SocketAddr) {
+    fn send(&self, data: &[u8]) -> io::Result<()> {
+        self.0.send_to(self.1, data)
+    }
+    fn send_segments(&self, data: &[u8], size: usize) -> io::Result<()> {
+        self.0.send_segments_to(self.1, data, size)
+    }
+    fn max_segments(&self) -> usize {
+        self.0.max_segments()
+    }
+}
+
+/// Records the datagrams it gets; on "segments N SIZE LAST" answers "max=K" (its
+/// `max_segments`) and then that burst with one `send_segments`; on "bad" answers how
+/// `send_segments` refuses what it must. With `direct`, it takes the binding's datagrams
+/// itself (`Handler::datagrams`), and counts the sockets closed under it.
+struct Probe {
+    got: Got,
+    direct: bool,
+    sockets_closed: Arc<AtomicUsize>,
+}
+
+impl Probe {
+    fn take(&self, reply: &dyn Reply, data: &[u8]) {
         if let Some(args) = data.strip_prefix(b"segments ") {
             let args: Vec<usize> = std::str::from_utf8(args)
                 .unwrap()
@@ -44,15 +83,18 @@ impl Handler for Probe {
                 .map(|a| a.parse().unwrap())
                 .collect();
             let (count, size, last) = (args[0], args[1], args[2]);
-            conn.send(format!("max={}", conn.max_segments()).as_bytes())
+            reply
+                .send(format!("max={}", reply.max_segments()).as_bytes())
                 .unwrap();
-            conn.send_segments(&burst(count, size, last).concat(), size)
+            reply
+                .send_segments(&burst(count, size, last).concat(), size)
                 .unwrap();
         } else if data == b"bad" {
-            let zero = conn.send_segments(b"abc", 0).map_err(|e| e.kind());
-            let huge = conn.send_segments(b"abc", 70_000).map_err(|e| e.kind());
-            let empty = conn.send_segments(b"", 100).map_err(|e| e.kind());
-            conn.send(format!("{zero:?} {huge:?} {empty:?}").as_bytes())
+            let zero = reply.send_segments(b"abc", 0).map_err(|e| e.kind());
+            let huge = reply.send_segments(b"abc", 70_000).map_err(|e| e.kind());
+            let empty = reply.send_segments(b"", 100).map_err(|e| e.kind());
+            reply
+                .send(format!("{zero:?} {huge:?} {empty:?}").as_bytes())
                 .unwrap();
         } else {
             self.got.lock().unwrap().push(data.to_vec());
@@ -60,15 +102,47 @@ impl Handler for Probe {
     }
 }
 
-fn start(config: Config) -> (Engine, SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
+impl Handler for Probe {
+    fn on_data(&self, conn: &Conn, data: &[u8]) {
+        assert!(
+            !self.direct,
+            "on_data on a binding whose handler takes datagrams"
+        );
+        self.take(conn, data)
+    }
+
+    fn datagrams(&self) -> Option<&dyn DatagramHandler> {
+        self.direct.then_some(self as &dyn DatagramHandler)
+    }
+}
+
+impl DatagramHandler for Probe {
+    fn on_datagram(&self, socket: &UdpSender, from: SocketAddr, datagram: &[u8]) {
+        self.take(&(socket, from), datagram)
+    }
+
+    fn on_socket_closed(&self, _: &UdpSender) {
+        self.sockets_closed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What the probe got, in order.
+type Got = Arc<Mutex<Vec<Vec<u8>>>>;
+
+/// An engine with a probe on a UDP binding: the engine, the binding's address, what the
+/// probe got, and how many sockets closed under it.
+fn start_probe(config: Config, direct: bool) -> (Engine, SocketAddr, Got, Arc<AtomicUsize>) {
     let got = Arc::new(Mutex::new(Vec::new()));
-    let engine = Engine::new(
-        config,
-        [Binding::udp("127.0.0.1:0", Probe { got: got.clone() })],
-    )
-    .expect("start the engine");
+    let sockets_closed = Arc::new(AtomicUsize::new(0));
+    let probe = Probe {
+        got: got.clone(),
+        direct,
+        sockets_closed: sockets_closed.clone(),
+    };
+    let engine =
+        Engine::new(config, [Binding::udp("127.0.0.1:0", probe)]).expect("start the engine");
     let addrs = engine.binding_addrs(0);
-    (engine, addrs[0], got)
+    (engine, addrs[0], got, sockets_closed)
 }
 
 /// A plain socket connected to `server`, with room for a few hundred datagrams.
@@ -146,6 +220,23 @@ fn send_burst(s: &UdpSocket, parts: &[Vec<u8>]) {
     }
 }
 
+/// Each configuration with the probe in both roles: a connection per peer, and taking the
+/// binding's datagrams itself.
+fn modes<const N: usize>(
+    configs: [(&'static str, Config); N],
+) -> impl Iterator<Item = (String, Config, bool)> {
+    configs.into_iter().flat_map(|(name, config)| {
+        [false, true].map(|direct| {
+            let role = if direct {
+                "datagram handler"
+            } else {
+                "per peer"
+            };
+            (format!("{name}, {role}"), config.clone(), direct)
+        })
+    })
+}
+
 fn wait_for(got: &Mutex<Vec<Vec<u8>>>, count: usize) -> Vec<Vec<u8>> {
     let deadline = Instant::now() + IO_TIMEOUT;
     loop {
@@ -172,11 +263,11 @@ fn recv_one(s: &UdpSocket, buf: &mut [u8]) -> Vec<u8> {
 
 #[test]
 fn a_gso_burst_reaches_on_data_as_its_datagrams() {
-    for (name, config) in [
+    for (name, config, direct) in modes([
         ("default", Config::default()),
         ("udp_gro off", Config::default().with_udp_gro(false)),
-    ] {
-        let (engine, server, got) = start(config);
+    ]) {
+        let (engine, server, got, _) = start_probe(config, direct);
         let c = client(server);
         let mut want = Vec::new();
         // Equal segments with a short last one, equal ones only, and a lone datagram.
@@ -188,18 +279,19 @@ fn a_gso_burst_reaches_on_data_as_its_datagrams() {
         c.send(b"plain").unwrap();
         want.push(b"plain".to_vec());
         let seen = wait_for(&got, want.len());
-        check_datagrams(&seen, &want, name);
+        check_datagrams(&seen, &want, &name);
         engine.shutdown(Duration::from_secs(1));
     }
 }
 
 #[test]
 fn send_segments_reaches_a_plain_socket_as_separate_datagrams() {
-    for (name, config, gso) in [
-        ("default", Config::default(), cfg!(target_os = "linux")),
-        ("udp_gso off", Config::default().with_udp_gso(false), false),
-    ] {
-        let (engine, server, _) = start(config);
+    for (name, config, direct) in modes([
+        ("default", Config::default()),
+        ("udp_gso off", Config::default().with_udp_gso(false)),
+    ]) {
+        let gso = cfg!(target_os = "linux") && config.udp_gso;
+        let (engine, server, _, _) = start_probe(config, direct);
         let c = client(server);
         let mut buf = vec![0u8; 65_536];
         // One GSO send; three (54 + 54 + 42 segments of 1200 bytes, each under 64 KiB);
@@ -237,4 +329,43 @@ fn send_segments_reaches_a_plain_socket_as_separate_datagrams() {
         );
         engine.shutdown(Duration::from_secs(1));
     }
+}
+
+#[test]
+fn a_datagram_handler_answers_every_peer_from_one_socket_with_no_connections() {
+    let (engine, server, got, sockets_closed) = start_probe(Config::default(), true);
+    let peers: Vec<UdpSocket> = (0..20).map(|_| client(server)).collect();
+    let mut buf = vec![0u8; 65_536];
+    for (i, c) in peers.iter().enumerate() {
+        c.send(format!("peer {i}").as_bytes()).unwrap();
+        // Each answer reaches the peer that asked, from the binding's own address.
+        c.send(format!("segments 3 {} 7", 100 + i).as_bytes())
+            .unwrap();
+        recv_one(c, &mut buf);
+        let answer: Vec<Vec<u8>> = (0..3).map(|_| recv_one(c, &mut buf)).collect();
+        check_datagrams(&answer, &burst(3, 100 + i, 7), &format!("peer {i}"));
+    }
+    let seen = wait_for(&got, peers.len());
+    let mut seen: Vec<String> = seen
+        .into_iter()
+        .map(|d| String::from_utf8(d).unwrap())
+        .collect();
+    seen.sort();
+    let mut want: Vec<String> = (0..peers.len()).map(|i| format!("peer {i}")).collect();
+    want.sort();
+    assert_eq!(seen, want);
+    assert_eq!(
+        engine.connections(),
+        0,
+        "a datagram handler's peers are not connections"
+    );
+    assert_eq!(sockets_closed.load(Ordering::SeqCst), 0);
+    // Removing the binding tells the handler its socket is gone.
+    assert!(engine.remove_binding(0));
+    let deadline = Instant::now() + IO_TIMEOUT;
+    while sockets_closed.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sockets_closed.load(Ordering::SeqCst), 1);
+    engine.shutdown(Duration::from_secs(1));
 }

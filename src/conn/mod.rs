@@ -26,6 +26,7 @@ pub(crate) use open::adopt;
 pub(crate) use open::{Listener, StopAccepting};
 #[cfg(all(target_os = "linux", feature = "proxy"))]
 pub(crate) use splice::{splice_pair, Spliced};
+pub use udp::{DatagramHandler, UdpSender};
 
 use crate::buf::PooledBuf;
 use crate::exec::pool::Runnable;
@@ -53,12 +54,6 @@ pub trait Handler: Send + Sync + 'static {
     fn on_open(&self, _conn: &Conn) {}
     /// Bytes arrived. Anything sent from here goes out in the round's one write.
     fn on_data(&self, conn: &Conn, data: &[u8]);
-    /// A datagram arrived on a UDP connection, owned: a handler that keeps the bytes (a
-    /// QUIC endpoint hands them to quinn-proto) takes them without a copy. By default,
-    /// [`Handler::on_data`] with it.
-    fn on_datagram(&self, conn: &Conn, datagram: Vec<u8>) {
-        self.on_data(conn, &datagram)
-    }
     /// The peer finished sending (a half close). By default the connection is closed once
     /// its queued output is flushed; override to keep writing.
     fn on_eof(&self, conn: &Conn) {
@@ -71,6 +66,12 @@ pub trait Handler: Send + Sync + 'static {
     fn on_wake(&self, _conn: &Conn) {}
     /// The connection is closed: the last callback. `err` says why, if it failed.
     fn on_close(&self, _conn: &Conn, _err: Option<io::Error>) {}
+    /// On a UDP binding: take its datagrams directly, with no connection per peer (see
+    /// [`DatagramHandler`]). `None` (the default): a connection per peer address, whose
+    /// datagrams reach `on_data`.
+    fn datagrams(&self) -> Option<&dyn DatagramHandler> {
+        None
+    }
 }
 
 impl<H: Handler + ?Sized> Handler for Arc<H> {
@@ -80,8 +81,8 @@ impl<H: Handler + ?Sized> Handler for Arc<H> {
     fn on_data(&self, conn: &Conn, data: &[u8]) {
         (**self).on_data(conn, data)
     }
-    fn on_datagram(&self, conn: &Conn, datagram: Vec<u8>) {
-        (**self).on_datagram(conn, datagram)
+    fn datagrams(&self) -> Option<&dyn DatagramHandler> {
+        (**self).datagrams()
     }
     fn on_eof(&self, conn: &Conn) {
         (**self).on_eof(conn)
@@ -854,7 +855,7 @@ impl ConnInner {
         while !self.flag(F_HELD | F_CLOSING) {
             let Some(d) = link.next_datagram() else { break };
             self.refresh(handler);
-            if !self.call(conn, "on_datagram", || handler.on_datagram(conn, d)) {
+            if !self.call(conn, "on_data", || handler.on_data(conn, &d)) {
                 return false;
             }
         }

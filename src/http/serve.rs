@@ -181,7 +181,7 @@ where
         #[cfg(feature = "http3")]
         let _udp = match (http3, http3_tls) {
             (Some((make, fd)), Some(tls)) => {
-                let endpoint = make(&server, tls, rt.config.udp_peer_idle_timeout)?;
+                let endpoint = make(&server, tls)?;
                 let src = crate::conn::udp::UdpSocketSource::new(fd, endpoint, &rt.config);
                 let raw = src.raw_fd();
                 lp.send(Command::Register(raw, src.clone()));
@@ -239,7 +239,7 @@ where
 /// Makes HTTP/3's endpoint from the server ([`Http3Server::http3_endpoint`]).
 #[cfg(feature = "http3")]
 type MakeEndpoint<M, Marker> =
-    fn(&Server<M, Marker>, Arc<rustls::ServerConfig>, Duration) -> io::Result<Arc<dyn Handler>>;
+    fn(&Server<M, Marker>, Arc<rustls::ServerConfig>) -> io::Result<Arc<dyn Handler>>;
 
 #[cfg(feature = "http3")]
 fn invalid(why: &str) -> io::Error {

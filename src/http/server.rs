@@ -982,11 +982,11 @@ where
     /// # }
     /// ```
     ///
-    /// QUIC's settings are [`ServerConfig::http3`](super::ServerConfig::http3); keep its
-    /// idle timeout below the engine's [`udp_peer_idle_timeout`](crate::Config::udp_peer_idle_timeout)
-    /// (it is clamped below the default one).
+    /// QUIC's settings are [`ServerConfig::http3`](super::ServerConfig::http3). The
+    /// handler takes the binding's datagrams itself ([`Handler::datagrams`]): the binding
+    /// keeps no connection per peer address.
     pub fn http3(&self, tls: Arc<rustls::ServerConfig>) -> io::Result<Arc<dyn Handler>> {
-        self.http3_endpoint(tls, crate::Config::default().udp_peer_idle_timeout)
+        self.http3_endpoint(tls)
     }
 }
 
@@ -996,11 +996,7 @@ where
 #[doc(hidden)]
 pub trait Http3Server {
     /// The UDP binding's handler for HTTP/3 with `tls`'s certificate.
-    fn http3_endpoint(
-        &self,
-        tls: Arc<rustls::ServerConfig>,
-        udp_idle: std::time::Duration,
-    ) -> io::Result<Arc<dyn Handler>>;
+    fn http3_endpoint(&self, tls: Arc<rustls::ServerConfig>) -> io::Result<Arc<dyn Handler>>;
 }
 
 #[cfg(feature = "http3")]
@@ -1015,21 +1011,13 @@ where
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    fn http3_endpoint(
-        &self,
-        tls: Arc<rustls::ServerConfig>,
-        udp_idle: std::time::Duration,
-    ) -> io::Result<Arc<dyn Handler>> {
+    fn http3_endpoint(&self, tls: Arc<rustls::ServerConfig>) -> io::Result<Arc<dyn Handler>> {
         let cfg = &self.shared.config;
         let limits = super::http3::Limits {
             body_buffer: cfg.body_buffer,
             max_body_size: cfg.max_body_size,
             max_field_section_size: cfg.max_head_bytes as u64,
         };
-        let mut http3 = cfg.http3.clone();
-        // QUIC must give up on a silent peer before the UDP table forgets it.
-        let below = udp_idle.saturating_sub(std::time::Duration::from_secs(1));
-        http3.idle_timeout = http3.idle_timeout.min(below.max(udp_idle / 2));
         let shared = self.shared.clone();
         let app = Box::new(move |quic, info: ConnInfo| {
             if shared.live.draining() {
@@ -1051,7 +1039,7 @@ where
             });
             true
         });
-        let endpoint: Arc<dyn Handler> = super::http3::QuicEndpoint::new(tls, &http3, app)?;
+        let endpoint: Arc<dyn Handler> = super::http3::QuicEndpoint::new(tls, &cfg.http3, app)?;
         Ok(endpoint)
     }
 }

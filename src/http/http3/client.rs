@@ -6,7 +6,6 @@
 //! error reads as ECONNREFUSED) rather than at the handshake's timeout.
 
 use super::driver::{drive, ConnState, QuicConn, Side};
-use super::endpoint::Paths;
 use crate::net::UdpSocket;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{
@@ -130,7 +129,7 @@ pub(crate) async fn connect(
     let (ch, conn) = endpoint
         .connect(Instant::now(), config, addr, server_name)
         .map_err(|e| invalid(&e))?;
-    let quic = QuicConn::new(ConnState::new(conn, Paths::none()));
+    let quic = QuicConn::new(ConnState::new(conn, None));
     let side = Arc::new(ClientSide {
         endpoint: Mutex::new(endpoint),
         socket,

@@ -10,8 +10,8 @@
 //!
 //! Locks: a connection's state, then its side's endpoint; never the other way round.
 
-use super::endpoint::Paths;
 use super::wakers::Wakers;
+use crate::conn::UdpSender;
 use quinn_proto::{ConnectionError, ConnectionEvent, ConnectionHandle, EndpointEvent, Transmit};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -47,8 +47,12 @@ pub(crate) struct ConnState {
     pub wakers: Wakers,
     /// Why the connection ended, once it has.
     pub error: Option<ConnectionError>,
-    /// The server's UDP connections to the peer (a client's are its socket).
-    pub(super) paths: Paths,
+    /// The server's socket the peer's packets last came on (a client sends through its
+    /// own, which its side holds).
+    pub(super) udp: Option<UdpSender>,
+    /// What the server's endpoint routed here since the driver's last turn (empty, and
+    /// without capacity, while idle).
+    delivered: Vec<ConnectionEvent>,
     /// Counted as a handshake in progress until `Event::Connected` (or the end).
     pub(super) handshaking: bool,
     /// Waits for the handshake's end (a client's connect).
@@ -63,12 +67,13 @@ pub(crate) struct ConnState {
 }
 
 impl ConnState {
-    pub(super) fn new(conn: quinn_proto::Connection, paths: Paths) -> ConnState {
+    pub(super) fn new(conn: quinn_proto::Connection, udp: Option<UdpSender>) -> ConnState {
         ConnState {
             conn,
             wakers: Wakers::default(),
             error: None,
-            paths,
+            udp,
+            delivered: Vec::new(),
             handshaking: true,
             handshake_waiter: None,
             driver: None,
@@ -83,6 +88,34 @@ impl ConnState {
         if let Some(w) = &self.driver {
             w.wake_by_ref();
         }
+    }
+
+    /// Hands the connection what arrived for it, for the driver's next turn (the decrypting
+    /// and the answers are the connection's task's work, not the reading loop's). Past
+    /// [`MAX_DELIVERED`] waiting, datagrams are dropped, as UDP may.
+    pub(super) fn deliver(&mut self, ev: ConnectionEvent) {
+        if self.delivered.len() >= MAX_DELIVERED {
+            return;
+        }
+        if self.delivered.capacity() == 0 {
+            self.delivered = SPARE_DELIVERED.take();
+        }
+        self.delivered.push(ev);
+        self.kick();
+    }
+
+    /// Feeds the machine what [`ConnState::deliver`] queued; whether there was any. The
+    /// emptied list goes to the thread's spare, so an idle connection keeps none.
+    pub(super) fn take_delivered(&mut self) -> bool {
+        if self.delivered.is_empty() {
+            return false;
+        }
+        let mut events = std::mem::take(&mut self.delivered);
+        for ev in events.drain(..) {
+            self.conn.handle_event(ev);
+        }
+        SPARE_DELIVERED.set(events);
+        true
     }
 
     /// Has the driver send what a stream wrote, read (window credit) or ended, once the
@@ -167,7 +200,13 @@ fn end_handshake(side: &dyn Side, st: &mut ConnState) {
     }
 }
 
+/// Datagrams a connection's driver may have waiting: as many as 1,000 full-size packets,
+/// far past what a peer within its flow control and congestion window sends in one turn.
+const MAX_DELIVERED: usize = 1024;
+
 thread_local! {
+    /// The list [`ConnState::deliver`] fills, between connections: one per thread.
+    static SPARE_DELIVERED: std::cell::Cell<Vec<ConnectionEvent>> = const { std::cell::Cell::new(Vec::new()) };
     /// The buffer transmits are built in, one per worker thread: a connection holds none
     /// between its turns (an idle one would keep a few KB for nothing).
     static TRANSMIT_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };

@@ -1,19 +1,17 @@
 //! The server's side: one `quinn_proto::Endpoint` fed by fibr's UDP binding.
 //!
-//! Datagrams arrive on the per-peer UDP connections of `conn/udp.rs` (`on_data`, one call
-//! per datagram); the endpoint routes each to its QUIC connection, or accepts a new one
-//! (or asks it to Retry first), whose task (`driver.rs`) runs its machine. Transmits go
-//! through the peer's UDP connection, so they leave in that connection's sendmmsg batch.
-//! The UDP table is keyed by the peer's address, so a client that migrates arrives on a
-//! new UDP connection: the QUIC connection keeps its recent ones ([`Paths`]) and sends
-//! each transmit through the one it is addressed to (the new path, or the old one's
-//! PATH_CHALLENGE).
+//! The endpoint is the binding's [`DatagramHandler`]: the loop that reads the socket hands
+//! it each datagram (no connection per peer address), and it routes each to its QUIC
+//! connection, whose task (`driver.rs`) runs the machine, or accepts a new one (or asks it
+//! to Retry first). A connection sends through the socket its packets last came on,
+//! straight from its task, to the address each transmit names: a client that migrates
+//! (a new address, a PATH_CHALLENGE to the old one) needs nothing more.
 //!
 //! Locks: a connection's state, then the endpoint; never the other way round.
 
 use super::driver::{drive, ConnShared, ConnState, QuicConn, Side};
 use super::{Http3Config, RetryPolicy};
-use crate::conn::{Conn, Handler};
+use crate::conn::{Conn, DatagramHandler, Handler, UdpSender};
 use crate::http::ConnInfo;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{ConnectionEvent, ConnectionHandle, DatagramEvent, EndpointEvent, Transmit};
@@ -87,7 +85,13 @@ impl QuicEndpoint {
             .is_ok()
     }
 
-    fn accept(&self, udp: &Conn, mut incoming: quinn_proto::Incoming, now: Instant) {
+    fn accept(
+        &self,
+        udp: &UdpSender,
+        from: SocketAddr,
+        mut incoming: quinn_proto::Incoming,
+        now: Instant,
+    ) {
         let mut buf = Vec::new();
         let full = self.conns.lock().unwrap().len() >= self.max_connections;
         let mut ep = self.endpoint.lock().unwrap();
@@ -124,12 +128,12 @@ impl QuicEndpoint {
                 return;
             }
         };
-        let quic = QuicConn::new(ConnState::new(conn, Paths::new(udp)));
+        let quic = QuicConn::new(ConnState::new(conn, Some(udp.clone())));
         self.conns.lock().unwrap().insert(ch, quic.0.clone());
         let Some(me) = self.me.upgrade() else { return };
         crate::spawn(drive(me, ch, quic.0.clone()));
         let info = ConnInfo {
-            peer: udp.peer_addr(),
+            peer: Some(from),
             local: udp.local_addr(),
         };
         if !(self.on_connection)(quic.clone(), info) {
@@ -140,38 +144,64 @@ impl QuicEndpoint {
 }
 
 impl Handler for QuicEndpoint {
-    fn on_data(&self, udp: &Conn, data: &[u8]) {
-        self.on_datagram(udp, data.to_vec())
+    fn on_data(&self, conn: &Conn, _: &[u8]) {
+        // Only a UDP binding feeds an endpoint, through `datagrams`: a stream binding's
+        // connection has nothing it can serve.
+        conn.close();
     }
 
-    fn on_datagram(&self, udp: &Conn, datagram: Vec<u8>) {
-        let Some(peer) = udp.peer_addr() else { return };
+    fn datagrams(&self) -> Option<&dyn DatagramHandler> {
+        Some(self)
+    }
+}
+
+impl DatagramHandler for QuicEndpoint {
+    fn on_datagram(&self, udp: &UdpSender, from: SocketAddr, datagram: &[u8]) {
         let now = Instant::now();
-        let short_header = is_short_header(&datagram);
         let mut buf = Vec::new();
         let event = self.endpoint.lock().unwrap().handle(
             now,
-            peer,
+            from,
             None,
             None,
-            // No copy: a `Vec` becomes `Bytes` and then `BytesMut` in place.
-            BytesMut::from(Bytes::from(datagram)),
+            BytesMut::from(datagram),
             &mut buf,
         );
         match event {
             None => {}
             // The answer to a short-header packet is a stateless reset (version
             // negotiation and the rest answer long headers).
-            Some(DatagramEvent::Response(_)) if !self.stateless_reset && short_header => {}
+            Some(DatagramEvent::Response(_))
+                if !self.stateless_reset && is_short_header(datagram) => {}
             Some(DatagramEvent::Response(t)) => send(udp, &buf, &t),
-            Some(DatagramEvent::NewConnection(incoming)) => self.accept(udp, incoming, now),
+            Some(DatagramEvent::NewConnection(incoming)) => self.accept(udp, from, incoming, now),
             Some(DatagramEvent::ConnectionEvent(ch, ev)) => {
                 let Some(c) = self.conns.lock().unwrap().get(&ch).cloned() else {
                     return;
                 };
                 let mut st = c.state.lock().unwrap();
-                st.paths.saw(udp);
-                st.conn.handle_event(ev);
+                if !st.udp.as_ref().is_some_and(|u| u.same_socket(udp)) {
+                    // The client moved to an address another binding's socket serves.
+                    st.udp = Some(udp.clone());
+                }
+                st.deliver(ev);
+            }
+        }
+    }
+
+    fn on_socket_closed(&self, udp: &UdpSender) {
+        // The server stopped: what it had not closed yet ends now, and lets the socket go.
+        let conns: Vec<_> = self.conns.lock().unwrap().values().cloned().collect();
+        for c in conns {
+            let mut st = c.state.lock().unwrap();
+            if st.udp.as_ref().is_some_and(|u| u.same_socket(udp)) {
+                st.udp = None;
+                // H3_NO_ERROR: nothing went wrong, the server is gone.
+                st.conn.close(
+                    Instant::now(),
+                    0x100u32.into(),
+                    Bytes::from_static(b"stopped"),
+                );
                 st.kick();
             }
         }
@@ -184,21 +214,21 @@ impl Side for QuicEndpoint {
     }
 
     fn transmit(&self, st: &ConnState, buf: &[u8], t: &Transmit) {
-        match st.paths.to(t.destination) {
+        match &st.udp {
             Some(udp) => send(udp, buf, t),
-            None => tracing::debug!(to = %t.destination, "QUIC datagram for a forgotten path"),
+            None => tracing::debug!(to = %t.destination, "QUIC datagram after the socket closed"),
         }
     }
 
     fn max_datagrams(&self, st: &ConnState) -> usize {
-        st.paths
-            .newest()
+        st.udp
+            .as_ref()
             .map_or(1, |udp| udp.max_segments().min(MAX_SEGMENTS))
     }
 
-    fn receive(&self, _: &mut ConnState, _: &mut Context<'_>) -> bool {
-        // Datagrams arrive through `on_data`, which hands them to the connection itself.
-        false
+    fn receive(&self, st: &mut ConnState, _: &mut Context<'_>) -> bool {
+        // What `on_datagram` routed to this connection since its last turn.
+        st.take_delivered()
     }
 
     fn handshake_over(&self) {
@@ -214,12 +244,12 @@ impl Side for QuicEndpoint {
 /// little and a loss costs more at once.
 const MAX_SEGMENTS: usize = 10;
 
-fn send(udp: &Conn, buf: &[u8], t: &Transmit) {
+fn send(udp: &UdpSender, buf: &[u8], t: &Transmit) {
     let data = &buf[..t.size];
     // Several datagrams of `segment_size` leave in one GSO send where the socket can.
     let sent = match t.segment_size {
-        Some(segment) if segment < t.size => udp.send_segments(data, segment),
-        _ => udp.send(data),
+        Some(segment) if segment < t.size => udp.send_segments_to(t.destination, data, segment),
+        _ => udp.send_to(t.destination, data),
     };
     if let Err(e) = sent {
         tracing::debug!(error = %e, "QUIC datagram not sent");
@@ -229,44 +259,4 @@ fn send(udp: &Conn, buf: &[u8], t: &Transmit) {
 /// A QUIC short-header packet (RFC 9000 §17.3: the header form bit is 0).
 fn is_short_header(datagram: &[u8]) -> bool {
     datagram.first().is_some_and(|b| b & 0x80 == 0)
-}
-
-/// The UDP connections a QUIC connection's packets came from, newest first: one, or two
-/// while a migration's new path is validated (the old one gets a PATH_CHALLENGE, which
-/// tells a forged address from a real move).
-pub(crate) struct Paths(Vec<Conn>);
-
-/// Paths remembered: the current one and the one before.
-const PATHS_KEPT: usize = 2;
-
-impl Paths {
-    fn new(udp: &Conn) -> Paths {
-        Paths(vec![udp.clone()])
-    }
-
-    /// No UDP connections: a client's connection sends through its own socket.
-    #[cfg(feature = "client")]
-    pub(super) fn none() -> Paths {
-        Paths(Vec::new())
-    }
-
-    /// A packet came from `udp`: it becomes the newest path.
-    fn saw(&mut self, udp: &Conn) {
-        if self.0.first().is_some_and(|c| c.same(udp)) {
-            return;
-        }
-        self.0.retain(|c| !c.same(udp));
-        self.0.insert(0, udp.clone());
-        self.0.truncate(PATHS_KEPT);
-    }
-
-    /// The path packets came from last.
-    fn newest(&self) -> Option<&Conn> {
-        self.0.first()
-    }
-
-    /// The UDP connection to `peer`, if a packet came from it lately.
-    fn to(&self, peer: SocketAddr) -> Option<&Conn> {
-        self.0.iter().find(|c| c.peer_addr() == Some(peer))
-    }
 }

@@ -36,8 +36,6 @@ use std::time::Duration;
 #[non_exhaustive]
 pub struct Http3Config {
     /// A connection with no packet for this long is closed (QUIC's max_idle_timeout).
-    /// Keep it below [`Config::udp_peer_idle_timeout`](crate::Config::udp_peer_idle_timeout),
-    /// after which the UDP table forgets a silent peer.
     pub idle_timeout: Duration,
     /// Requests (bidirectional streams) a client may have open at once on a connection.
     pub max_concurrent_streams: u32,
