@@ -61,7 +61,7 @@ impl Side for ClientSide {
                 Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
                     if st.error.is_none() {
                         let refused = TransportErrorCode::CONNECTION_REFUSED.into();
-                        st.error = Some(ConnectionError::TransportError(refused));
+                        st.error = Some(Box::new(ConnectionError::TransportError(refused)));
                         st.conn.close(Instant::now(), 0u32.into(), Bytes::new());
                     }
                     return true;

@@ -45,8 +45,8 @@ pub(crate) struct ConnShared {
 pub(crate) struct ConnState {
     pub conn: quinn_proto::Connection,
     pub wakers: Wakers,
-    /// Why the connection ended, once it has.
-    pub error: Option<ConnectionError>,
+    /// Why the connection ended, once it has (boxed: it is large, and rarely there).
+    pub error: Option<Box<ConnectionError>>,
     /// The server's socket the peer's packets last came on (a client sends through its
     /// own, which its side holds).
     pub(super) udp: Option<UdpSender>,
@@ -55,15 +55,15 @@ pub(crate) struct ConnState {
     delivered: Vec<ConnectionEvent>,
     /// Counted as a handshake in progress until `Event::Connected` (or the end).
     pub(super) handshaking: bool,
-    /// Waits for the handshake's end (a client's connect).
-    handshake_waiter: Option<Waker>,
+    /// Waits for the handshake's end (a client's connect) or for `close_sent` (a
+    /// server's connection, at its end): one slot, since no one waits for both, and a
+    /// spurious wake only has the waiter look again.
+    watcher: Option<Waker>,
     driver: Option<Waker>,
     /// A stream wrote, read or ended something since the driver's last turn.
     send_wanted: bool,
     /// The connection is closed and its CONNECTION_CLOSE has been handed to the socket.
     close_sent: bool,
-    /// Waits for `close_sent` (the h3 connection's end, before the server may stop).
-    closer: Option<Waker>,
 }
 
 impl ConnState {
@@ -75,11 +75,10 @@ impl ConnState {
             udp,
             delivered: Vec::new(),
             handshaking: true,
-            handshake_waiter: None,
+            watcher: None,
             driver: None,
             send_wanted: false,
             close_sent: false,
-            closer: None,
         }
     }
 
@@ -147,7 +146,7 @@ impl QuicConn {
             if st.close_sent || st.error.is_some() {
                 return Poll::Ready(());
             }
-            st.closer = Some(cx.waker().clone());
+            st.watcher = Some(cx.waker().clone());
             Poll::Pending
         })
         .await
@@ -159,12 +158,12 @@ impl QuicConn {
         poll_fn(|cx| {
             let mut st = self.0.state.lock().unwrap();
             if let Some(e) = &st.error {
-                return Poll::Ready(Err(e.clone()));
+                return Poll::Ready(Err(ConnectionError::clone(e)));
             }
             if !st.handshaking {
                 return Poll::Ready(Ok(()));
             }
-            st.handshake_waiter = Some(cx.waker().clone());
+            st.watcher = Some(cx.waker().clone());
             Poll::Pending
         })
         .await
@@ -195,7 +194,7 @@ fn end_handshake(side: &dyn Side, st: &mut ConnState) {
         return;
     }
     side.handshake_over();
-    if let Some(w) = st.handshake_waiter.take() {
+    if let Some(w) = st.watcher.take() {
         w.wake();
     }
 }
@@ -271,7 +270,7 @@ fn turn(
             busy = true;
             match &ev {
                 quinn_proto::Event::ConnectionLost { reason } => {
-                    st.error = Some(reason.clone());
+                    st.error = Some(Box::new(reason.clone()));
                     end_handshake(side, &mut st);
                 }
                 quinn_proto::Event::Connected => end_handshake(side, &mut st),
@@ -287,16 +286,16 @@ fn turn(
         }
         if st.conn.is_closed() && !st.close_sent {
             st.close_sent = true;
-            if let Some(w) = st.closer.take() {
+            if let Some(w) = st.watcher.take() {
                 w.wake();
             }
         }
         if st.conn.is_drained() {
             if st.error.is_none() {
-                st.error = Some(ConnectionError::LocallyClosed);
+                st.error = Some(Box::new(ConnectionError::LocallyClosed));
             }
             st.wakers.wake_all();
-            if let Some(w) = st.closer.take() {
+            if let Some(w) = st.watcher.take() {
                 w.wake();
             }
             end_handshake(side, &mut st);

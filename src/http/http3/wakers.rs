@@ -6,20 +6,38 @@
 //! is tested without sockets.
 
 use quinn_proto::{Dir, Event, StreamEvent, StreamId};
-use std::collections::HashMap;
 use std::task::Waker;
 
 /// The wakers of one QUIC connection's waiters.
+///
+/// The streams' waiters are one short list searched in order, not hash maps: a connection
+/// has a few streams waiting (an idle one: h3's control and QPACK streams), a hash map
+/// keeps its capacity after a burst, and hashing a stream ID costs more than a scan of a
+/// few entries. The list's capacity is given back when it is mostly empty.
 #[derive(Default)]
 pub(crate) struct Wakers {
-    readers: HashMap<StreamId, Waker>,
-    writers: HashMap<StreamId, Waker>,
-    /// Streams whose finish waits for the peer's acknowledgement: whether it came.
-    finishing: HashMap<StreamId, bool>,
+    streams: Vec<Waiter>,
     /// Waiting to accept a stream the peer opened: [bidi, uni].
     accept: [Option<Waker>; 2],
     /// Waiting for room to open a stream: [bidi, uni].
     open: [Option<Waker>; 2],
+}
+
+/// Who waits on one side of a stream.
+struct Waiter {
+    id: StreamId,
+    /// Reading, or writing (a finish waits on the writing side too).
+    read: bool,
+    waker: Option<Waker>,
+    finish: Finish,
+}
+
+/// Where a stream's finish is: waiting for the peer's acknowledgement of all its data.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Finish {
+    None,
+    Awaiting,
+    Acked,
 }
 
 fn slot(dir: Dir) -> usize {
@@ -37,11 +55,13 @@ fn set(slot: &mut Option<Waker>, w: &Waker) {
 
 impl Wakers {
     pub fn wait_read(&mut self, id: StreamId, w: &Waker) {
-        self.readers.insert(id, w.clone());
+        let i = self.entry(id, true);
+        set(&mut self.streams[i].waker, w);
     }
 
     pub fn wait_write(&mut self, id: StreamId, w: &Waker) {
-        self.writers.insert(id, w.clone());
+        let i = self.entry(id, false);
+        set(&mut self.streams[i].waker, w);
     }
 
     pub fn wait_accept(&mut self, dir: Dir, w: &Waker) {
@@ -54,24 +74,25 @@ impl Wakers {
 
     /// A stream's receiving handle is gone: nothing waits to read it any more.
     pub fn forget_read(&mut self, id: StreamId) {
-        self.readers.remove(&id);
+        self.remove(id, true);
     }
 
     /// A stream's sending handle is gone.
     pub fn forget_write(&mut self, id: StreamId) {
-        self.writers.remove(&id);
-        self.finishing.remove(&id);
+        self.remove(id, false);
     }
 
     /// Whether the peer acknowledged all of a finished stream; until it has, `w` waits
     /// for it (the `Finished` event).
     pub fn finish_acked(&mut self, id: StreamId, w: &Waker) -> bool {
-        if self.finishing.get(&id) == Some(&true) {
-            self.finishing.remove(&id);
+        let i = self.entry(id, false);
+        if self.streams[i].finish == Finish::Acked {
+            self.remove_at(i);
             return true;
         }
-        self.finishing.insert(id, false);
-        self.writers.insert(id, w.clone());
+        let waiter = &mut self.streams[i];
+        waiter.finish = Finish::Awaiting;
+        set(&mut waiter.waker, w);
         false
     }
 
@@ -81,14 +102,27 @@ impl Wakers {
         match event {
             Event::Stream(StreamEvent::Opened { dir }) => wake(self.accept[slot(*dir)].take()),
             Event::Stream(StreamEvent::Available { dir }) => wake(self.open[slot(*dir)].take()),
-            Event::Stream(StreamEvent::Readable { id }) => wake(self.readers.remove(id)),
+            Event::Stream(StreamEvent::Readable { id }) => {
+                if let Some(i) = self.find(*id, true) {
+                    wake(self.remove_at(i).waker);
+                }
+            }
             Event::Stream(StreamEvent::Writable { id } | StreamEvent::Stopped { id, .. }) => {
-                wake(self.writers.remove(id))
+                if let Some(i) = self.find(*id, false) {
+                    // A finish waiting for its acknowledgement keeps its place.
+                    match self.streams[i].finish {
+                        Finish::None => wake(self.remove_at(i).waker),
+                        _ => wake(self.streams[i].waker.take()),
+                    }
+                }
             }
             Event::Stream(StreamEvent::Finished { id }) => {
-                if let Some(acked) = self.finishing.get_mut(id) {
-                    *acked = true;
-                    wake(self.writers.remove(id));
+                if let Some(i) = self.find(*id, false) {
+                    let waiter = &mut self.streams[i];
+                    if waiter.finish == Finish::Awaiting {
+                        waiter.finish = Finish::Acked;
+                        wake(waiter.waker.take());
+                    }
                 }
             }
             Event::ConnectionLost { .. } => self.wake_all(),
@@ -97,11 +131,52 @@ impl Wakers {
     }
 
     pub fn wake_all(&mut self) {
-        for (_, w) in self.readers.drain().chain(self.writers.drain()) {
-            w.wake();
+        for waiter in &mut self.streams {
+            wake(waiter.waker.take());
         }
+        self.streams.retain(|w| w.finish != Finish::None);
+        self.shrink();
         for w in self.accept.iter_mut().chain(self.open.iter_mut()) {
             wake(w.take());
+        }
+    }
+
+    fn find(&self, id: StreamId, read: bool) -> Option<usize> {
+        self.streams
+            .iter()
+            .position(|w| w.id == id && w.read == read)
+    }
+
+    /// The waiter for `id`'s reading or writing side, made if there is none.
+    fn entry(&mut self, id: StreamId, read: bool) -> usize {
+        self.find(id, read).unwrap_or_else(|| {
+            self.streams.push(Waiter {
+                id,
+                read,
+                waker: None,
+                finish: Finish::None,
+            });
+            self.streams.len() - 1
+        })
+    }
+
+    fn remove(&mut self, id: StreamId, read: bool) {
+        if let Some(i) = self.find(id, read) {
+            self.remove_at(i);
+        }
+    }
+
+    fn remove_at(&mut self, i: usize) -> Waiter {
+        let waiter = self.streams.swap_remove(i);
+        self.shrink();
+        waiter
+    }
+
+    /// Gives back most of the list's capacity once it is mostly empty (after a burst of
+    /// streams), so an idle connection keeps room for a few waiters only.
+    fn shrink(&mut self) {
+        if self.streams.capacity() > 8 && self.streams.len() < self.streams.capacity() / 4 {
+            self.streams.shrink_to(self.streams.len() * 2);
         }
     }
 }
@@ -190,7 +265,7 @@ mod tests {
             reason: ConnectionError::TimedOut,
         });
         assert_eq!((n(&r), n(&acc), n(&gone)), (1, 1, 0));
-        assert!(w.readers.is_empty() && w.writers.is_empty());
+        assert!(w.streams.is_empty());
     }
 
     #[test]
@@ -201,17 +276,41 @@ mod tests {
         // Another stream's acknowledgement, or one nobody waits for, changes nothing.
         w.on_event(&Event::Stream(StreamEvent::Finished { id: id(1) }));
         assert!(
-            !w.finishing.contains_key(&id(1)),
+            w.find(id(1), false).is_none(),
             "an unawaited finish is not kept"
         );
         assert_eq!(n(&f), 0);
         w.on_event(&Event::Stream(StreamEvent::Finished { id: id(0) }));
         assert_eq!(n(&f), 1);
         assert!(w.finish_acked(id(0), &fw));
-        assert!(w.finishing.is_empty());
+        assert!(w.streams.is_empty());
         // A writer dropped while waiting leaves nothing behind.
         assert!(!w.finish_acked(id(2), &fw));
         w.forget_write(id(2));
-        assert!(w.finishing.is_empty() && w.writers.is_empty());
+        assert!(w.streams.is_empty());
+    }
+
+    #[test]
+    fn a_burst_of_waiters_gives_its_room_back() {
+        let mut w = Wakers::default();
+        let (c, cw) = counter();
+        for i in 0..100 {
+            w.wait_read(id(i), &cw);
+            w.wait_write(id(i), &cw);
+        }
+        // The same waiter again is one entry, not two.
+        w.wait_read(id(7), &cw);
+        assert_eq!(w.streams.len(), 200);
+        for i in 0..100 {
+            w.on_event(&Event::Stream(StreamEvent::Readable { id: id(i) }));
+            w.forget_write(id(i));
+        }
+        assert_eq!(n(&c), 100);
+        assert!(w.streams.is_empty());
+        assert!(
+            w.streams.capacity() <= 8,
+            "an emptied list keeps {} slots",
+            w.streams.capacity()
+        );
     }
 }
