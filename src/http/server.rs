@@ -1019,25 +1019,25 @@ where
             max_field_section_size: cfg.max_head_bytes as u64,
         };
         let shared = self.shared.clone();
-        let app = Box::new(move |quic, info: ConnInfo| {
+        let app = Box::new(move |quic, info: ConnInfo, driver| {
             if shared.live.draining() {
-                return false;
+                return Err(driver);
             }
             let svc = match shared.make.make_service(&info) {
                 Ok(svc) => svc,
                 Err(e) => {
                     tracing::debug!(error = %e, "no service for an HTTP/3 connection");
-                    return false;
+                    return Err(driver);
                 }
             };
             shared.live.entered();
             let shared = shared.clone();
-            crate::spawn(async move {
+            crate::spawn(super::http3::alongside(driver, async move {
                 let drain = shared.drain_started.wait();
                 super::http3::serve_connection(quic, svc, limits, drain).await;
                 shared.live.left();
-            });
-            true
+            }));
+            Ok(())
         });
         let endpoint: Arc<dyn Handler> = super::http3::QuicEndpoint::new(tls, &cfg.http3, app)?;
         Ok(endpoint)

@@ -5,7 +5,7 @@
 //! to the server, so a port nobody listens on fails the connection at once (the ICMP
 //! error reads as ECONNREFUSED) rather than at the handshake's timeout.
 
-use super::driver::{drive, ConnState, QuicConn, Side};
+use super::driver::{ConnState, Driver, QuicConn, Side};
 use crate::net::UdpSocket;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{
@@ -135,7 +135,7 @@ pub(crate) async fn connect(
         socket,
         rbuf: Mutex::new(vec![0; MAX_DATAGRAM]),
     });
-    crate::spawn(drive(side, ch, quic.0.clone()));
+    crate::spawn(Driver::new(side, ch, quic.0.clone()));
     quic.handshake_done().await.map_err(|e| {
         let kind = match &e {
             ConnectionError::TimedOut => io::ErrorKind::TimedOut,

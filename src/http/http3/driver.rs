@@ -1,5 +1,7 @@
-//! A QUIC connection's task, on either side: it turns the connection's
-//! `quinn_proto::Connection` (the machine) into datagrams, timers and wakeups.
+//! A QUIC connection's driver, on either side: it turns the connection's
+//! `quinn_proto::Connection` (the machine) into datagrams, timers and wakeups. A server
+//! connection's is polled by the task that serves it ([`Alongside`]); a client's is a
+//! task of its own.
 //!
 //! Whenever it is woken (a datagram, a stream operation, its timer) it drains the machine:
 //! datagrams its [`Side`] has for it, expired timers, endpoint events (new connection ids,
@@ -20,7 +22,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 /// What a connection's driver needs from the side it runs on.
-pub(super) trait Side: Send + Sync + 'static {
+pub(crate) trait Side: Send + Sync + 'static {
     /// Hands an endpoint event to the endpoint; its answer goes back to the connection.
     fn endpoint_event(&self, ch: ConnectionHandle, ev: EndpointEvent) -> Option<ConnectionEvent>;
     /// Sends one transmit of the connection (`buf[..t.size]`: datagrams of
@@ -211,19 +213,96 @@ thread_local! {
     static TRANSMIT_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// The connection's task: runs the machine whenever it is woken until the connection is
-/// drained.
-pub(super) async fn drive<S: Side>(side: Arc<S>, ch: ConnectionHandle, c: Arc<ConnShared>) {
-    let mut sleep: Option<crate::time::Sleep> = None;
-    let mut deferred = false;
-    poll_fn(|cx| {
+/// A connection's driver: runs the machine whenever it is woken, until the connection is
+/// drained. A client's runs as a task of its own; a server's runs on the task that serves
+/// the connection ([`alongside`]), so an idle connection keeps one task, not two.
+pub(crate) struct Driver<S: Side> {
+    side: Arc<S>,
+    ch: ConnectionHandle,
+    c: Arc<ConnShared>,
+    sleep: Option<crate::time::Sleep>,
+    /// Stepped aside once for a stream's send (see `turn`).
+    deferred: bool,
+}
+
+impl<S: Side> Driver<S> {
+    pub(super) fn new(side: Arc<S>, ch: ConnectionHandle, c: Arc<ConnShared>) -> Driver<S> {
+        Driver {
+            side,
+            ch,
+            c,
+            sleep: None,
+            deferred: false,
+        }
+    }
+}
+
+impl<S: Side> Future for Driver<S> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let me = self.get_mut();
         let mut buf = TRANSMIT_BUF.take();
-        let ready = turn(&*side, ch, &c, &mut sleep, &mut deferred, &mut buf, cx);
+        let ready = turn(
+            &*me.side,
+            me.ch,
+            &me.c,
+            &mut me.sleep,
+            &mut me.deferred,
+            &mut buf,
+            cx,
+        );
         buf.clear();
         TRANSMIT_BUF.set(buf);
         ready
-    })
-    .await
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// Runs `serve` (h3 on the connection) and the connection's driver on one task, until
+    /// both are done: the driver goes on after `serve` while the connection closes.
+    /// A struct, not an async fn, so `serve` is held once (an async fn pinning its
+    /// argument would keep room for it twice).
+    pub(crate) struct Alongside<S: Side, F> {
+        driver: Option<Driver<S>>,
+        #[pin]
+        serve: Option<F>,
+    }
+}
+
+/// `serve` and `driver` on one task (see [`Alongside`]).
+pub(crate) fn alongside<S: Side, F: Future<Output = ()>>(
+    driver: Driver<S>,
+    serve: F,
+) -> Alongside<S, F> {
+    Alongside {
+        driver: Some(driver),
+        serve: Some(serve),
+    }
+}
+
+impl<S: Side, F: Future<Output = ()>> Future for Alongside<S, F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut me = self.project();
+        // The driver first: what it hands the streams is then seen by `serve` at once.
+        if let Some(driver) = me.driver {
+            if Pin::new(driver).poll(cx).is_ready() {
+                *me.driver = None;
+            }
+        }
+        if let Some(serve) = me.serve.as_mut().as_pin_mut() {
+            if serve.poll(cx).is_ready() {
+                me.serve.set(None);
+            }
+        }
+        if me.driver.is_none() && me.serve.is_none() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
 }
 
 /// One turn of a connection's task: its machine drained, then asleep until its deadline.
@@ -326,4 +405,32 @@ fn turn(
         cx.waker().wake_by_ref();
     }
     Poll::Pending
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The task that serves a server connection holds `serve` and the driver once each:
+    /// an async fn that pinned its `serve` argument kept room for it twice (2.5 KB more
+    /// per idle connection with h3's future).
+    #[test]
+    fn alongside_holds_serve_and_the_driver_once() {
+        type Server = super::super::QuicEndpoint;
+        fn returned_size<A, B, R>(_: fn(A, B) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        fn task_size<F: Future<Output = ()>>(_: &F) -> usize {
+            returned_size(alongside::<Server, F>)
+        }
+        let big = [0u8; 1000];
+        let serve = poll_fn(move |_| Poll::Ready(big.len()).map(|_| ()));
+        let task = task_size(&serve);
+        let serve = std::mem::size_of_val(&serve);
+        let driver = std::mem::size_of::<Driver<Server>>();
+        assert!(
+            task <= serve + driver + 16,
+            "{task} B for a {serve} B future and a {driver} B driver"
+        );
+    }
 }

@@ -9,7 +9,7 @@
 //!
 //! Locks: a connection's state, then the endpoint; never the other way round.
 
-use super::driver::{drive, ConnShared, ConnState, QuicConn, Side};
+use super::driver::{ConnShared, ConnState, Driver, QuicConn, Side};
 use super::{Http3Config, RetryPolicy};
 use crate::conn::{Conn, DatagramHandler, Handler, UdpSender};
 use crate::http::ConnInfo;
@@ -23,9 +23,15 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::Context;
 use std::time::Instant;
 
-/// What runs a new QUIC connection (the HTTP/3 server's accept loop); false when the
-/// server takes no more (draining), and the connection is closed at once.
-pub(crate) type OnConnection = Box<dyn Fn(QuicConn, ConnInfo) -> bool + Send + Sync>;
+/// What runs a new QUIC connection: the HTTP/3 server's accept loop, on a task that also
+/// polls the connection's driver ([`alongside`](super::driver::alongside)). `Err` gives
+/// the driver back when the server takes no more (draining): the connection is closed at
+/// once, and its driver gets a task of its own.
+pub(crate) type OnConnection =
+    Box<dyn Fn(QuicConn, ConnInfo, ServerDriver) -> Result<(), ServerDriver> + Send + Sync>;
+
+/// A server connection's driver.
+pub(crate) type ServerDriver = Driver<QuicEndpoint>;
 
 /// The UDP binding's handler: the shared QUIC endpoint.
 pub(crate) struct QuicEndpoint {
@@ -131,14 +137,15 @@ impl QuicEndpoint {
         let quic = QuicConn::new(ConnState::new(conn, Some(udp.clone())));
         self.conns.lock().unwrap().insert(ch, quic.0.clone());
         let Some(me) = self.me.upgrade() else { return };
-        crate::spawn(drive(me, ch, quic.0.clone()));
+        let driver = Driver::new(me, ch, quic.0.clone());
         let info = ConnInfo {
             peer: Some(from),
             local: udp.local_addr(),
         };
-        if !(self.on_connection)(quic.clone(), info) {
+        if let Err(driver) = (self.on_connection)(quic.clone(), info, driver) {
             // H3_NO_ERROR: the server is shutting down.
             quic.close(0x100, b"shutting down");
+            crate::spawn(driver);
         }
     }
 }

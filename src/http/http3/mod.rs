@@ -1,16 +1,16 @@
 //! HTTP/3 (feature `http3`): QUIC's machine is `quinn-proto`, HTTP/3's framing and QPACK
 //! are the `h3` crate; this module is the driver between them and fibr.
 //!
-//! - `driver`: the task per QUIC connection that runs its machine (datagrams, timers,
+//! - `driver`: the future per QUIC connection that runs its machine (datagrams, timers,
 //!   wakeups), on either side.
 //! - `endpoint`: the server's side, the shared `quinn_proto::Endpoint` as the UDP
-//!   binding's handler.
+//!   binding's datagram handler.
 //! - `client`: the client's side, a connection with its own endpoint and socket (for
 //!   fibr's client, feature `client`).
 //! - `wakers`: whom each of the machine's events wakes.
 //! - `quic`: `h3::quic`'s traits over the machine's streams.
-//! - `server`: a task per connection (h3's accept loop) and per request, calling the
-//!   same tower service as HTTP/1 and HTTP/2.
+//! - `server`: a task per connection (h3's accept loop, beside the driver) and per
+//!   request, calling the same tower service as HTTP/1 and HTTP/2.
 
 #[cfg(feature = "client")]
 pub(crate) mod client;
@@ -20,6 +20,7 @@ mod quic;
 mod server;
 mod wakers;
 
+pub(crate) use driver::alongside;
 #[cfg(feature = "client")]
 pub(crate) use driver::QuicConn;
 pub(crate) use endpoint::QuicEndpoint;
