@@ -449,16 +449,30 @@ fn an_engine_serves_http3_on_a_udp_binding_beside_https() {
         .unwrap();
         let addr = engine.binding_addrs(0)[0];
         // Its own port: the TCP one may be taken on UDP by another test's sockets.
-        let udp = engine
+        let binding = engine
             .add_binding(fibr::Binding::udp("127.0.0.1:0", h3))
             .expect("a UDP binding");
-        let udp = engine.binding_addrs(udp)[0];
+        let udp = engine.binding_addrs(binding)[0];
         assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
         tokio_rt().block_on(async {
             let (endpoint, mut send) = h3_connect(&pki, udp).await;
             let got = exchange(&mut send, get_req("/"), b"", None).await;
             assert_eq!(got.status, StatusCode::OK);
             assert_eq!(got.body, b"hello over h3");
+            // Removing the binding closes its connections and tells their clients: the
+            // next request fails at once, not after the 30 s idle timeout.
+            assert!(engine.remove_binding(binding));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let next = tokio::time::timeout(Duration::from_secs(5), async {
+                let mut stream = send.send_request(get_req("/")).await?;
+                stream.finish().await?;
+                stream.recv_response().await.map(|_| ())
+            })
+            .await;
+            assert!(
+                matches!(next, Ok(Err(_))),
+                "a request after the binding's removal: {next:?}"
+            );
             endpoint.close(0u32.into(), b"done");
         });
         engine.shutdown(Duration::from_secs(1));

@@ -197,13 +197,12 @@ impl DatagramHandler for QuicEndpoint {
     }
 
     fn on_socket_closed(&self, udp: &UdpSender) {
-        // The server stopped: what it had not closed yet ends now, and lets the socket go.
+        // The binding stopped: its connections end now (H3_NO_ERROR, nothing went wrong)
+        // and tell their peers so, through the socket, which closes once they are drained.
         let conns: Vec<_> = self.conns.lock().unwrap().values().cloned().collect();
         for c in conns {
             let mut st = c.state.lock().unwrap();
-            if st.udp.as_ref().is_some_and(|u| u.same_socket(udp)) {
-                st.udp = None;
-                // H3_NO_ERROR: nothing went wrong, the server is gone.
+            if st.udp.as_ref().is_some_and(|u| u.same_socket(udp)) && !st.conn.is_closed() {
                 st.conn.close(
                     Instant::now(),
                     0x100u32.into(),
