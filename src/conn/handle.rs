@@ -48,12 +48,7 @@ impl Conn {
                 "send_segments on a stream connection",
             ));
         }
-        if segment_size == 0 || segment_size > socket::MAX_UDP_PAYLOAD {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "segment_size must be 1..=65507",
-            ));
-        }
+        socket::check_segment_size(segment_size)?;
         if data.is_empty() {
             return Ok(());
         }

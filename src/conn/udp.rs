@@ -99,12 +99,7 @@ impl UdpSender {
         data: &[u8],
         segment_size: usize,
     ) -> io::Result<()> {
-        if segment_size == 0 || segment_size > socket::MAX_UDP_PAYLOAD {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "segment_size must be 1..=65507",
-            ));
-        }
+        socket::check_segment_size(segment_size)?;
         if data.is_empty() {
             return Ok(());
         }
@@ -340,7 +335,7 @@ impl Source<Runtime> for UdpSocketSource {
             let now = self.now_ms();
             for (i, d) in got.iter().enumerate() {
                 let Some(from) = d.from else { continue };
-                // A GRO read holds several datagrams: each goes on on its own.
+                // A GRO read holds several datagrams: each is handed on alone.
                 let datagrams = d.datagrams(bufs[i]);
                 match direct {
                     Some(h) => {

@@ -296,6 +296,18 @@ pub(crate) const GSO_MAX_SEGMENTS: usize = 64;
 /// IP and UDP headers (IPv6 allows a little more).
 pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 
+/// `Err(InvalidInput)` unless `segment_size` can be a UDP datagram's size (1..=65,507):
+/// what `Conn::send_segments` and `UdpSender::send_segments_to` both refuse.
+pub(crate) fn check_segment_size(segment_size: usize) -> io::Result<()> {
+    if segment_size == 0 || segment_size > MAX_UDP_PAYLOAD {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "segment_size must be 1..=65507",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(target_os = "linux")]
 fn setsockopt_int(
     fd: RawFd,

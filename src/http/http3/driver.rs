@@ -30,8 +30,9 @@ pub(crate) trait Side: Send + Sync + 'static {
     fn transmit(&self, st: &ConnState, buf: &[u8], t: &Transmit);
     /// How many datagrams one transmit may carry (more than one with GSO).
     fn max_datagrams(&self, st: &ConnState) -> usize;
-    /// Feeds the connection what arrived for it, when the side reads for it (a client's
-    /// own socket; `cx` is woken when more comes); whether anything did.
+    /// Feeds the connection what arrived for it since the last turn: what the server's
+    /// endpoint routed to it, or what a client's own socket holds (`cx` is woken when
+    /// more comes); whether anything did.
     fn receive(&self, st: &mut ConnState, cx: &mut Context<'_>) -> bool;
     /// A connection's handshake finished, or the connection ended first.
     fn handshake_over(&self);

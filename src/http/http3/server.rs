@@ -395,46 +395,51 @@ impl Wake for WakeSlot {
 mod tests {
     use super::*;
 
+    const LIMITS: Limits = Limits {
+        body_buffer: 1,
+        max_body_size: None,
+        max_field_section_size: 1,
+    };
+
+    /// A service whose futures are as small as can be: the sizes measured are fibr's.
+    fn empty_service() -> impl Service<
+        Request<Incoming>,
+        Response = Response<http_body_util::Empty<Bytes>>,
+        Error = std::convert::Infallible,
+        Future = impl Future + Send,
+    > + Send
+           + Copy {
+        tower::service_fn(|_: Request<Incoming>| async {
+            Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Empty::<Bytes>::new()))
+        })
+    }
+
     /// The size of what `f` returns.
     fn returned_size<A, R>(_f: &impl Fn(A) -> R) -> usize {
         std::mem::size_of::<R>()
     }
 
-    /// An idle HTTP/3 connection is parked in `serve_connection`: its future is most of
-    /// what fibr adds to quinn-proto's and h3's state per connection (issue 15's idle
-    /// memory). It held h3's handshake future besides h3's connection (7.2 KB, not 3),
-    /// and room for an accepted request's resolver (368 B).
     /// A request's task is copied into its allocation at spawn, and a byte copied per
     /// byte of future is CPU per request (2.6% of the server's at 10 streams per
     /// connection). The body pump's runner was an async fn that pinned its arguments,
     /// holding the service's future and the pump twice: 4,856 B, 2,944 B without.
     #[test]
     fn a_request_task_holds_its_service_and_pump_once() {
-        let svc = tower::service_fn(|_: Request<Incoming>| async {
-            Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Empty::<Bytes>::new()))
-        });
-        let limits = Limits {
-            body_buffer: 1,
-            max_body_size: None,
-            max_field_section_size: 1,
-        };
+        let (svc, limits) = (empty_service(), LIMITS);
         let svc = Arc::new(Mutex::new(svc));
         let size =
             returned_size(&|r: RequestResolver<QuicConn, Bytes>| request(r, svc.clone(), limits));
         assert!(size <= 3_200, "a request's future is {size} B");
     }
 
+    /// An idle HTTP/3 connection is parked in `serve_connection`: its future is most of
+    /// what fibr adds to quinn-proto's and h3's state per connection (issue 15's idle
+    /// memory). It held h3's handshake future besides h3's connection (7.2 KB, not 3),
+    /// and room for an accepted request's resolver (368 B).
     #[test]
     fn the_connection_future_holds_little_beyond_h3s_own_state() {
         type Conn = h3::server::Connection<QuicConn, Bytes>;
-        let svc = tower::service_fn(|_: Request<Incoming>| async {
-            Ok::<_, std::convert::Infallible>(Response::new(http_body_util::Empty::<Bytes>::new()))
-        });
-        let limits = Limits {
-            body_buffer: 1,
-            max_body_size: None,
-            max_field_section_size: 1,
-        };
+        let (svc, limits) = (empty_service(), LIMITS);
         let serve = returned_size(&|quic: QuicConn| {
             serve_connection(quic, svc, limits, std::future::pending())
         });
