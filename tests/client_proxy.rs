@@ -177,42 +177,22 @@ impl Daemon {
     }
 }
 
-/// Whether `tool` is installed; with CI=true its absence is a failure.
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{tool} is required when CI=true (apt-get install {tool})"
-        );
-        eprintln!("SKIP: {tool} is not installed");
-    }
-    found
-}
-
 /// microsocks (SOCKS5) on 127.0.0.1, with a user and password if given.
-fn microsocks(auth: Option<(&str, &str)>) -> Option<Daemon> {
-    if !have("microsocks") {
-        return None;
-    }
+fn microsocks(auth: Option<(&str, &str)>) -> Daemon {
+    common::require_tool("microsocks", "microsocks");
     let port = closed_port();
     let mut cmd = Command::new("microsocks");
     cmd.args(["-i", "127.0.0.1", "-p", &port.to_string()]);
     if let Some((user, password)) = auth {
         cmd.args(["-u", user, "-P", password]);
     }
-    Some(Daemon::start(cmd, port, None))
+    Daemon::start(cmd, port, None)
 }
 
 /// tinyproxy (HTTP forwarding and CONNECT to any port) on 127.0.0.1, with Basic auth if
 /// given.
-fn tinyproxy(auth: Option<(&str, &str)>) -> Option<Daemon> {
-    if !have("tinyproxy") {
-        return None;
-    }
+fn tinyproxy(auth: Option<(&str, &str)>) -> Daemon {
+    common::require_tool("tinyproxy", "tinyproxy");
     let port = closed_port();
     let mut conf = format!(
         "Port {port}\nListen 127.0.0.1\nTimeout 20\nMaxClients 50\nAllow 127.0.0.1\n\
@@ -225,7 +205,7 @@ fn tinyproxy(auth: Option<(&str, &str)>) -> Option<Daemon> {
     std::fs::write(&path, conf).unwrap();
     let mut cmd = Command::new("tinyproxy");
     cmd.arg("-d").arg("-c").arg(path.path());
-    Some(Daemon::start(cmd, port, Some(path)))
+    Daemon::start(cmd, port, Some(path))
 }
 
 /// fibr's proxy on 127.0.0.1 with `rules`; it stops when the engine drops.
@@ -294,9 +274,7 @@ fn run<T: Send + 'static>(fut: impl std::future::Future<Output = T> + Send + 'st
 
 #[test]
 fn socks5_through_microsocks_http_and_https() {
-    let Some(socks) = microsocks(None) else {
-        return;
-    };
+    let socks = microsocks(None);
     let pki = Pki::new();
     let (t, ts) = (http_target(), https_target(&pki));
     let mut requests = Vec::new();
@@ -345,9 +323,7 @@ fn gone(requests: Requests) {
 
 #[test]
 fn socks5_password_accepted_and_refused_by_microsocks() {
-    let Some(socks) = microsocks(Some(("alice", "s3cret"))) else {
-        return;
-    };
+    let socks = microsocks(Some(("alice", "s3cret")));
     let pki = Pki::new();
     let t = http_target();
     let uri = format!("http://127.0.0.1:{}/", t.port());
@@ -389,7 +365,7 @@ fn socks5_password_accepted_and_refused_by_microsocks() {
 
 #[test]
 fn http_proxy_forwards_http_and_tunnels_https_through_tinyproxy() {
-    let Some(tiny) = tinyproxy(None) else { return };
+    let tiny = tinyproxy(None);
     let pki = Pki::new();
     let (t, ts) = (http_target(), https_target(&pki));
     let c = client(&pki, &[Proxy::all(&tiny.url("http", "")).unwrap()]);
@@ -453,9 +429,7 @@ fn forwarded_requests_are_written_in_absolute_form() {
 
 #[test]
 fn tinyproxy_basic_auth_accepted_and_refused() {
-    let Some(tiny) = tinyproxy(Some(("alice", "s3cret"))) else {
-        return;
-    };
+    let tiny = tinyproxy(Some(("alice", "s3cret")));
     let pki = Pki::new();
     let (t, ts) = (http_target(), https_target(&pki));
     let good = client(
@@ -624,20 +598,19 @@ fn refused_targets_and_proxies_are_errors() {
         ),
     ];
     let socks = microsocks(None);
-    if let Some(s) = &socks {
-        let c = tunnel(s.url("socks5", ""));
-        cases.push((
-            c,
-            dead.clone(),
-            ErrorKind::ConnectRefused,
-            "refused by the target",
-        ));
-    }
+    cases.push((
+        tunnel(socks.url("socks5", "")),
+        dead.clone(),
+        ErrorKind::ConnectRefused,
+        "refused by the target",
+    ));
     let tiny = tinyproxy(None);
-    if let Some(tp) = &tiny {
-        let c = tunnel(tp.url("http", ""));
-        cases.push((c, dead.clone(), ErrorKind::Proxy, "answered CONNECT with"));
-    }
+    cases.push((
+        tunnel(tiny.url("http", "")),
+        dead.clone(),
+        ErrorKind::Proxy,
+        "answered CONNECT with",
+    ));
     run(async move {
         for (client, uri, kind, says) in &cases {
             let e = failed(client, uri).await;
@@ -690,20 +663,18 @@ fn raw_socks_streams_keep_what_the_target_says_first() {
     let banner = banner_target(b"HELLO FROM THE TARGET\n");
     let (_engine, fp) = fibr_proxy(loopback(&[banner.port()]));
     let socks = microsocks(Some(("u", "p")));
-    let ms = socks.as_ref().map(|d| d.port);
+    let ms = socks.port;
     run(async move {
         let mut streams = vec![
             fibr::net::socks::connect(fp, ("localhost", banner.port()), None).await,
             fibr::net::socks::connect_v4(fp, ("localhost", banner.port()), "").await,
             fibr::net::socks::connect_v4(fp, banner, "").await,
         ];
-        if let Some(port) = ms {
-            let proxy = ("127.0.0.1", port);
-            streams.push(fibr::net::socks::connect(proxy, banner, Some(("u", "p"))).await);
-            let refused = fibr::net::socks::connect(proxy, banner, Some(("u", "x"))).await;
-            let e = refused.err().expect("a wrong password is refused");
-            assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
-        }
+        let proxy = ("127.0.0.1", ms);
+        streams.push(fibr::net::socks::connect(proxy, banner, Some(("u", "p"))).await);
+        let refused = fibr::net::socks::connect(proxy, banner, Some(("u", "x"))).await;
+        let e = refused.err().expect("a wrong password is refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
         for s in streams {
             let s = s.expect("tunnel");
             let mut got = vec![0u8; 22];
@@ -783,7 +754,7 @@ fn proxies_from_the_environment_with_no_proxy() {
     if let Ok(case) = std::env::var("FIBR_ENV_CASE") {
         return env_child(case);
     }
-    let Some(tiny) = tinyproxy(None) else { return };
+    let tiny = tinyproxy(None);
     let t = http_target();
     let dead = closed_port();
     // http through tinyproxy, https to a proxy that is not there, localhost direct.

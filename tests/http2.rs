@@ -99,6 +99,7 @@ fn curl_downloads_and_uploads_through_flow_control() {
 fn h2load_completes_every_request_on_multiplexed_streams() {
     bounded(LIMIT, || {
         let addr = start(app(), ServerConfig::default());
+        common::require_tool("h2load", "nghttp2-client");
         let (ok, out, err) = run(Command::new("h2load")
             .args(["-c", "4", "-m", "10", "-n", "4000"])
             .arg(url(addr, "/")));
@@ -158,6 +159,7 @@ print("ok", len(done))
 fn python_h2_runs_twenty_streams_with_bodies_and_trailers() {
     bounded(LIMIT, || {
         let addr = start(app(), ServerConfig::default());
+        common::require_python("h2");
         let (ok, out, err) = run(Command::new("python3")
             .args(["-c", PY_H2])
             .arg(addr.port().to_string()));
@@ -181,6 +183,7 @@ with httpx.Client(http1=False, http2=True, timeout=10) as c:
 fn httpx_over_h2c() {
     bounded(LIMIT, || {
         let addr = start(app(), ServerConfig::default());
+        common::require_python("httpx");
         let (ok, out, err) = run(Command::new("python3")
             .args(["-c", PY_HTTPX])
             .arg(addr.port().to_string()));
@@ -299,6 +302,7 @@ fn h2_over_tls_by_alpn_and_http11_for_clients_without_h2() {
             .arg(format!("{base}/big")));
         assert!(ok, "curl failed: {err}");
         assert_eq!(out, (8 << 20).to_string());
+        common::require_tool("h2load", "nghttp2-client");
         let (ok, out, err) = run(Command::new("h2load")
             .args(["-c", "2", "-m", "10", "-n", "1000"])
             .arg(format!("https://127.0.0.1:{}/", addr.port())));

@@ -244,9 +244,7 @@ asyncio.run(main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4
 
 #[test]
 fn aioquic_client_gets_posts_streams_and_runs_twenty_at_once() {
-    if !common::python_has("aioquic") {
-        return;
-    }
+    common::require_python("aioquic");
     let pki = Pki::new();
     let addr = start(&pki);
     assert!(https_get(&pki, addr).starts_with("HTTP/1.1 200"));
@@ -375,9 +373,7 @@ fn a_body_over_max_body_size_is_cut_off_and_answered() {
 
 #[test]
 fn http2_responses_advertise_http3_too() {
-    if !common::python_has("httpx") {
-        return;
-    }
+    common::require_python("httpx");
     let pki = Pki::new();
     let addr = start(&pki);
     let script = r#"

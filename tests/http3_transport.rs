@@ -393,6 +393,7 @@ fn truncated_and_oversized_initials_get_no_answer() {
 /// for `uri` on `addr` with `extra` arguments, keeping its session in (and resuming from)
 /// the folder `session`; its output.
 fn gtlsclient(addr: SocketAddr, uri: &str, session: &std::path::Path, extra: &[&str]) -> String {
+    common::require_tool("gtlsclient", "ngtcp2-client");
     let out = Command::new("gtlsclient")
         .args(extra)
         .arg("--exit-on-all-streams-close")

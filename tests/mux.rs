@@ -187,38 +187,30 @@ impl Port {
     }
 }
 
-/// Runs curl with `args`: (exit code, stdout, stderr); None when curl is not installed
-/// (a failure with CI=true).
-fn curl(args: &[&str]) -> Option<(i32, String, String)> {
-    if Command::new("curl").arg("--version").output().is_err() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "curl is required when CI=true"
-        );
-        eprintln!("SKIP: curl is not installed");
-        return None;
-    }
+/// Runs curl with `args`: (exit code, stdout, stderr).
+fn curl(args: &[&str]) -> (i32, String, String) {
+    common::require_tool("curl", "curl");
     let out = Command::new("curl")
         .args(["-sS", "--max-time", "20"])
         .args(args)
         .output()
         .unwrap();
     let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    Some((
+    (
         out.status.code().unwrap_or(-1),
         text(out.stdout),
         text(out.stderr),
-    ))
+    )
 }
 
 /// curl's body and HTTP version (`-w`), asserting it succeeded.
-fn curl_ok(args: &[&str]) -> Option<(String, String)> {
+fn curl_ok(args: &[&str]) -> (String, String) {
     let mut all = args.to_vec();
     all.extend(["-w", "|%{http_version}"]);
-    let (code, out, err) = curl(&all)?;
+    let (code, out, err) = curl(&all);
     assert_eq!(code, 0, "curl {args:?}: {err}");
     let (body, version) = out.rsplit_once('|').unwrap();
-    Some((body.to_string(), version.to_string()))
+    (body.to_string(), version.to_string())
 }
 
 #[test]
@@ -239,15 +231,13 @@ fn curl_speaks_http1_h2c_and_https_with_either_alpn_on_one_port() {
             ),
         ];
         for (args, version) in cases {
-            let Some((body, got)) = curl_ok(args) else {
-                return;
-            };
+            let (body, got) = curl_ok(args);
             assert_eq!(body, "hello from http", "{args:?}");
             assert_eq!(got, version, "{args:?}");
         }
         // -k, and two requests on one connection.
         let https = format!("https://{}/", port.addr);
-        let (code, body, err) = curl(&["-k", &https, &format!("{https}id/again")]).unwrap();
+        let (code, body, err) = curl(&["-k", &https, &format!("{https}id/again")]);
         assert_eq!((code, body.as_str()), (0, "hello from httpagain"), "{err}");
         port.all_closed();
     });
@@ -266,14 +256,11 @@ fn curl_goes_through_socks5_socks4_and_connect_on_the_same_port() {
             &["-p", "-x", &format!("http://{proxy}"), &url],
         ];
         for args in cases {
-            let Some((body, _)) = curl_ok(args) else {
-                return;
-            };
+            let (body, _) = curl_ok(args);
             assert_eq!(body, "from target", "{args:?}");
         }
         // The proxy's rules still hold behind the mux: only the target is allowed.
-        let (code, _, err) =
-            curl(&["--socks5", &proxy, &format!("http://{}/", port.strict)]).unwrap();
+        let (code, _, err) = curl(&["--socks5", &proxy, &format!("http://{}/", port.strict)]);
         assert_ne!(code, 0, "a refused target went through: {err}");
         port.all_closed();
     });

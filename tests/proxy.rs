@@ -132,25 +132,18 @@ fn to(target: SocketAddr) -> Rules {
 }
 
 /// curl if it is installed; with CI=true its absence is a failure.
-fn curl() -> Option<Command> {
-    if Command::new("curl").arg("--version").output().is_ok() {
-        let mut c = Command::new("curl");
-        c.args(["-sS", "--max-time", "20"]);
-        return Some(c);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "curl is required when CI=true"
-    );
-    eprintln!("SKIP: curl is not installed");
-    None
+fn curl() -> Command {
+    common::require_tool("curl", "curl");
+    let mut c = Command::new("curl");
+    c.args(["-sS", "--max-time", "20"]);
+    c
 }
 
 /// Runs curl with `args`; (exit code, stdout, stderr).
-fn run_curl(args: &[&str]) -> Option<(i32, Vec<u8>, String)> {
-    let out = curl()?.args(args).output().unwrap();
+fn run_curl(args: &[&str]) -> (i32, Vec<u8>, String) {
+    let out = curl().args(args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    Some((out.status.code().unwrap_or(-1), out.stdout, err))
+    (out.status.code().unwrap_or(-1), out.stdout, err)
 }
 
 fn url(target: SocketAddr, path: &str) -> String {
@@ -167,14 +160,12 @@ fn curl_through_every_protocol() {
         ("--socks4", url(t, "/")),
         ("--socks4a", url(t, "/")),
     ] {
-        let Some((code, out, err)) = run_curl(&[flag, &p.to_string(), &u]) else {
-            return;
-        };
+        let (code, out, err) = run_curl(&[flag, &p.to_string(), &u]);
         assert_eq!(code, 0, "{flag} {u}: {err}");
         assert_eq!(out, b"hello", "{flag} {u}");
     }
     let proxy_url = format!("http://{p}");
-    let (code, out, err) = run_curl(&["-x", &proxy_url, "-p", &url(t, "/")]).unwrap();
+    let (code, out, err) = run_curl(&["-x", &proxy_url, "-p", &url(t, "/")]);
     assert_eq!(code, 0, "CONNECT: {err}");
     assert_eq!(out, b"hello");
     all_closed(&engine);
@@ -183,10 +174,8 @@ fn curl_through_every_protocol() {
 /// Runs `tests/proxy_peers/python_socks_client.py` against `target` through each of
 /// `urls`: its lines (`ok STATUS LEN`, `refused CODE`, `error ...`), or None without
 /// python-socks (a failure with CI=true).
-fn python_socks(target: &str, port: u16, urls: &[String]) -> Option<Vec<String>> {
-    if !common::python_has("python_socks") {
-        return None;
-    }
+fn python_socks(target: &str, port: u16, urls: &[String]) -> Vec<String> {
+    common::require_python("python_socks");
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/proxy_peers/python_socks_client.py"
@@ -203,13 +192,11 @@ fn python_socks(target: &str, port: u16, urls: &[String]) -> Option<Vec<String>>
         "python-socks client: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect(),
-    )
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// python-socks, a client fibr did not write, through every protocol: SOCKS5 (an address,
@@ -225,17 +212,15 @@ fn python_socks_through_every_protocol() {
         format!("http://{p}"),
     ]
     .into();
-    let Some(lines) = python_socks("127.0.0.1", t.port(), &urls) else {
-        return;
-    };
+    let lines = python_socks("127.0.0.1", t.port(), &urls);
     assert_eq!(lines, ["ok 200 5"; 3], "{urls:?}");
     // "localhost" resolved by the proxy (SOCKS5 with a name, SOCKS4a) is loopback, which a
     // network rule for 127.0.0.1 allows once resolved.
     let named: Vec<String> = [format!("socks5://{p},rdns"), format!("socks4://{p},rdns")].into();
-    let lines = python_socks("localhost", t.port(), &named).unwrap();
+    let lines = python_socks("localhost", t.port(), &named);
     assert_eq!(lines, ["ok 200 5"; 2], "{named:?}");
     // A port the rules do not name: SOCKS5's 2 (not allowed), SOCKS4's 91, HTTP's 403.
-    let lines = python_socks("127.0.0.1", t.port() ^ 1, &urls).unwrap();
+    let lines = python_socks("127.0.0.1", t.port() ^ 1, &urls);
     assert_eq!(
         lines,
         ["refused 2", "refused 91", "refused 403"],
@@ -252,7 +237,7 @@ fn python_socks_through_every_protocol() {
         format!("http://alice:guess@{p}"),
     ]
     .into();
-    let lines = python_socks("127.0.0.1", t.port(), &urls).unwrap();
+    let lines = python_socks("127.0.0.1", t.port(), &urls);
     assert_eq!(lines[..2], ["ok 200 5"; 2], "{urls:?}");
     // python-socks raises RFC 1929's failure (status 1) as a ProxyError without a code.
     assert_eq!(lines[2], "refused None", "{lines:?}");
@@ -267,9 +252,7 @@ fn names_resolved_by_the_proxy_follow_the_rules() {
     let rules = Rules::new().allow_target_host("localhost", 1..=65535);
     let (_engine, p) = proxy(ProxyConfig::new(rules));
     let named = format!("http://localhost:{}/", t.port());
-    let Some((code, _, err)) = run_curl(&["--socks5-hostname", &p.to_string(), &named]) else {
-        return;
-    };
+    let (code, _, err) = run_curl(&["--socks5-hostname", &p.to_string(), &named]);
     assert_ne!(code, 0, "{err}");
     // The refusal is "not allowed" (2), asked by hand.
     let mut s = socks5(p, &[0]);
@@ -288,9 +271,7 @@ fn refused_targets_get_their_codes() {
     let ps = p.to_string();
     let u = url(other, "/");
     for flag in ["--socks5", "--socks4"] {
-        let Some((code, _, err)) = run_curl(&[flag, &ps, &u]) else {
-            return;
-        };
+        let (code, _, err) = run_curl(&[flag, &ps, &u]);
         // 97: CURLE_PROXY (curl 7.73 on), the SOCKS server refused.
         assert_eq!(code, 97, "{flag}: {err}");
     }
@@ -304,8 +285,7 @@ fn refused_targets_get_their_codes() {
         "-o",
         "/dev/null",
         &u,
-    ])
-    .unwrap();
+    ]);
     assert_ne!(code, 0, "{err}");
     assert_eq!(out, b"403");
     // The reply bytes: SOCKS5 2 (not allowed), SOCKS4 91.
@@ -331,9 +311,7 @@ fn no_rule_means_no_proxy_and_allow_all_is_open() {
     s.write_all(&connect5(t)).unwrap();
     assert_eq!(reply5(&mut s)[1], 2);
     let (_open, p) = proxy(ProxyConfig::new(Rules::allow_all()));
-    let Some((code, out, err)) = run_curl(&["--socks5", &p.to_string(), &url(t, "/")]) else {
-        return;
-    };
+    let (code, out, err) = run_curl(&["--socks5", &p.to_string(), &url(t, "/")]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, b"hello");
 }
@@ -348,7 +326,7 @@ fn a_closed_port_is_refused_with_code_5() {
     s.write_all(&connect5(addr)).unwrap();
     assert_eq!(reply5(&mut s)[1], 5);
     let proxy_url = format!("http://{p}");
-    let Some((_, out, _)) = run_curl(&[
+    let (_, out, _) = run_curl(&[
         "-x",
         &proxy_url,
         "-p",
@@ -357,9 +335,7 @@ fn a_closed_port_is_refused_with_code_5() {
         "-o",
         "/dev/null",
         &url(addr, "/"),
-    ]) else {
-        return;
-    };
+    ]);
     assert_eq!(out, b"502");
     all_closed(&engine);
 }
@@ -411,21 +387,19 @@ fn username_and_password() {
     let u = url(t, "/");
     let good = format!("socks5://alice:s3cret@{p}");
     let bad = format!("socks5://alice:guess@{p}");
-    let Some((code, out, err)) = run_curl(&["-x", &good, &u]) else {
-        return;
-    };
+    let (code, out, err) = run_curl(&["-x", &good, &u]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, b"hello");
-    let (code, _, err) = run_curl(&["-x", &bad, &u]).unwrap();
+    let (code, _, err) = run_curl(&["-x", &bad, &u]);
     assert_ne!(code, 0, "{err}");
     // No credentials: SOCKS5 offers no method curl can use, SOCKS4 is refused.
-    let (code, _, _) = run_curl(&["--socks5", &p.to_string(), &u]).unwrap();
+    let (code, _, _) = run_curl(&["--socks5", &p.to_string(), &u]);
     assert_ne!(code, 0);
-    let (code, _, _) = run_curl(&["--socks4", &p.to_string(), &u]).unwrap();
+    let (code, _, _) = run_curl(&["--socks4", &p.to_string(), &u]);
     assert_eq!(code, 97);
     // HTTP: Basic Proxy-Authorization, 407 without it.
     let good = format!("http://alice:s3cret@{p}");
-    let (code, out, err) = run_curl(&["-x", &good, "-p", &u]).unwrap();
+    let (code, out, err) = run_curl(&["-x", &good, "-p", &u]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, b"hello");
     let bare = format!("http://{p}");
@@ -440,8 +414,7 @@ fn username_and_password() {
             "-o",
             "/dev/null",
             &u,
-        ])
-        .unwrap();
+        ]);
         assert_eq!(out, b"407", "{proxy_url}");
     }
     // By hand: the RFC 1929 status byte.
@@ -495,9 +468,7 @@ fn large_transfer_arrives_intact() {
     .map(|a| a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
     {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let Some((code, out, err)) = run_curl(&args) else {
-            return;
-        };
+        let (code, out, err) = run_curl(&args);
         assert_eq!(code, 0, "{args:?}: {err}");
         assert_eq!(out.len(), BIG, "{args:?}");
         assert!(out == big_body(), "{args:?}: the body changed on the way");
@@ -1032,19 +1003,19 @@ fn serve_echo(mut s: TcpStream) {
 }
 
 /// `curl -x` with `args`, printing the response heads (`-i`) before the bodies.
-fn curl_via(p: SocketAddr, args: &[&str]) -> Option<(i32, String, String)> {
+fn curl_via(p: SocketAddr, args: &[&str]) -> (i32, String, String) {
     let proxy_url = format!("http://{p}");
     let mut all = vec!["-i", "-x", &proxy_url];
     all.extend_from_slice(args);
-    let (code, out, err) = run_curl(&all)?;
-    Some((code, String::from_utf8_lossy(&out).into_owned(), err))
+    let (code, out, err) = run_curl(&all);
+    (code, String::from_utf8_lossy(&out).into_owned(), err)
 }
 
 #[test]
 fn curl_forwards_http_requests_cleaned_of_hop_by_hop_fields() {
     let t = echo_target();
     let (engine, p) = proxy(ProxyConfig::new(to(t)));
-    let Some((code, out, err)) = curl_via(
+    let (code, out, err) = curl_via(
         p,
         &[
             "-H",
@@ -1057,9 +1028,7 @@ fn curl_forwards_http_requests_cleaned_of_hop_by_hop_fields() {
             "posted body",
             &url(t, "/first?q=1"),
         ],
-    ) else {
-        return;
-    };
+    );
     assert_eq!(code, 0, "{err}");
     let lower = out.to_ascii_lowercase();
     // The response: the target's hop-by-hop fields are gone, Via is added.
@@ -1087,7 +1056,7 @@ fn curl_forwards_http_requests_cleaned_of_hop_by_hop_fields() {
     assert!(echoed.ends_with("\r\n\r\nposted body"), "{echoed}");
 
     // Two URLs in one curl: both answered on the proxy connection curl keeps.
-    let (code, out, err) = curl_via(p, &[&url(t, "/a"), &url(t, "/b")]).unwrap();
+    let (code, out, err) = curl_via(p, &[&url(t, "/a"), &url(t, "/b")]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("GET /a HTTP/1.1") && out.contains("GET /b HTTP/1.1"),
@@ -1102,9 +1071,7 @@ fn a_large_forwarded_response_streams_intact() {
     let t = target();
     let (engine, p) = proxy(ProxyConfig::new(to(t)));
     let proxy_url = format!("http://{p}");
-    let Some((code, out, err)) = run_curl(&["-x", &proxy_url, &url(t, "/big")]) else {
-        return;
-    };
+    let (code, out, err) = run_curl(&["-x", &proxy_url, &url(t, "/big")]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out == big_body(),
@@ -1121,14 +1088,11 @@ fn forwarding_follows_the_rules_and_asks_for_credentials() {
     let rules = to(t).require_auth(|user, password| user == "alice" && password == "s3cret");
     let (_engine, p) = proxy(ProxyConfig::new(rules));
     let status = |args: &[&str]| {
-        let (code, out, err) = curl_via(p, args).unwrap();
+        let (code, out, err) = curl_via(p, args);
         assert_eq!(code, 0, "{err}");
         out.split(' ').nth(1).unwrap().to_owned()
     };
-    if curl().is_none() {
-        return;
-    }
-    let (_, out, _) = curl_via(p, &[&url(t, "/")]).unwrap();
+    let (_, out, _) = curl_via(p, &[&url(t, "/")]);
     assert!(out.starts_with("HTTP/1.1 407 "), "{out}");
     assert!(out.contains("proxy-authenticate: Basic"), "{out}");
     assert_eq!(status(&["-U", "alice:wrong", &url(t, "/")]), "407");
@@ -1147,12 +1111,10 @@ fn a_forwarded_request_to_a_refusing_or_silent_target_gets_502_or_504() {
     let rules = to(closed).allow_target_net(slow.ip().into(), slow.port()..=slow.port());
     let limit = Duration::from_millis(500);
     let (engine, p) = proxy(ProxyConfig::new(rules).with_response_timeout(limit));
-    let Some((_, out, _)) = curl_via(p, &[&url(closed, "/")]) else {
-        return;
-    };
+    let (_, out, _) = curl_via(p, &[&url(closed, "/")]);
     assert!(out.starts_with("HTTP/1.1 502 "), "{out}");
     let start = Instant::now();
-    let (_, out, _) = curl_via(p, &[&url(slow, "/slow")]).unwrap();
+    let (_, out, _) = curl_via(p, &[&url(slow, "/slow")]);
     assert!(out.starts_with("HTTP/1.1 504 "), "{out}");
     let took = start.elapsed();
     assert!(took >= limit && took < limit * 10, "{took:?}");

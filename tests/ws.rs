@@ -223,9 +223,7 @@ fn a_request_that_is_not_an_upgrade_is_rejected_as_axum_does() {
 /// message must come back intact, and the extension must have been agreed.
 #[test]
 fn python_websockets_with_and_without_deflate() {
-    if !common::python_has("websockets") {
-        return;
-    }
+    common::require_python("websockets");
     let addr = start();
     let script = r#"
 import asyncio, sys, websockets
@@ -344,9 +342,7 @@ fn the_client_refuses_a_server_that_does_not_switch() {
 #[test]
 fn fibrs_client_talks_to_python_websockets() {
     use fibr::ws::{Config, Connector};
-    if !common::python_has("websockets") {
-        return;
-    }
+    common::require_python("websockets");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -664,6 +660,7 @@ fn py_h2_ws_with(
     tail: &str,
     ca: Option<&std::path::Path>,
 ) -> String {
+    common::require_python("h2");
     let script = format!("{PY_H2_WS}{tail}");
     let out = Command::new("timeout")
         .args(["30", "python3", "-c", &script, &addr.port().to_string()])

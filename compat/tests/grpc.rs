@@ -1,7 +1,7 @@
 //! gRPC on fibr's HTTP/2 server: tonic 0.14's services, unchanged (`tonic::service::Routes`
 //! of tonic-health's generated `Health` and a hand-written `Echo`, see `grpc/echo.rs`),
 //! served by `fibr::serve`, called by tonic's own client (`Channel`, h2c and over TLS) and
-//! by Python's grpcio (`grpc/client.py`, skipped when grpcio is not installed).
+//! by Python's grpcio (`grpc/client.py`; `scripts/peers` installs it).
 
 #[path = "../../examples/grpc/codec.rs"]
 mod codec;
@@ -922,10 +922,10 @@ fn grpcio_available() -> bool {
 /// bytes (metadata, trailers, status, gzip, deadlines).
 #[test]
 fn python_grpcio_client() {
-    if !grpcio_available() {
-        eprintln!("skipped: python3 with grpcio and grpcio-health-checking is not installed");
-        return;
-    }
+    assert!(
+        grpcio_available(),
+        "python3 cannot import grpcio and grpcio-health-checking: run scripts/peers"
+    );
     let srv = start(None);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

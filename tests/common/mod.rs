@@ -260,23 +260,32 @@ impl Drop for RestoreNofile {
 // Peers
 // ---------------------------------------------------------------------------------------
 
-/// Whether `python3` can import `module`, for tests whose peer is a Python library. On a
-/// developer's machine without it the test is skipped (with a note); under `CI=true` a
-/// missing peer fails the test, since `.ci/run` installs every peer and a skip there would
-/// hide that the test never ran.
-pub fn python_has(module: &str) -> bool {
+/// Fails the test, naming the install line, unless `python3` can import `module`: a test
+/// whose peer is missing must fail, not pass without having run. `scripts/peers` (run by
+/// `scripts/test`, the README's test command) installs every peer.
+pub fn require_python(module: &str) {
     let found = std::process::Command::new("python3")
         .args(["-c", &format!("import {module}")])
+        .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "python3 cannot import {module}, and CI=true: .ci/run must install it"
-        );
-        eprintln!("SKIP: python3 cannot import {module} (.ci/run installs it)");
-    }
-    found
+    assert!(
+        found,
+        "python3 cannot import {module}: run scripts/peers (or scripts/test), which installs the Python peers"
+    );
+}
+
+/// Fails the test, naming the install line, unless the program `tool` (from the Debian
+/// package `package`) is on the PATH.
+pub fn require_tool(tool: &str, package: &str) {
+    let found = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{tool} is not installed: run scripts/peers (or apt-get install {package})"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
