@@ -7,6 +7,7 @@ pub(crate) mod h1;
 pub(crate) mod h2;
 #[cfg(feature = "http3")]
 pub(crate) mod http3;
+mod panic;
 mod protocol;
 mod serve;
 mod server;
@@ -28,7 +29,7 @@ pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};
 #[doc(hidden)]
 pub use server::Http3Server;
 pub use server::Server;
-pub use service::{BoxError, ConnInfo, MakeMarker, MakeService, ServiceMarker};
+pub use service::{BoxError, ConnInfo, MakeMarker, MakeService, PeerCred, ServiceMarker, UnixPeer};
 
 #[doc(hidden)]
 pub mod fuzzing;

@@ -15,7 +15,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A listener `fibr::serve` can take over: `fibr::net::TcpListener` or `UnixListener`.
+/// A listener `fibr::serve` can take over: fibr's own `net::TcpListener` and
+/// `net::UnixListener`, std's `TcpListener` and `UnixListener`, and (feature `tokio`)
+/// tokio's, so the listener an app made for `axum::serve` serves unchanged.
 pub trait ServeListener {
     #[doc(hidden)]
     fn into_parts(self) -> io::Result<ListenerParts>;
@@ -27,6 +29,17 @@ pub struct ListenerParts {
     fd: OwnedFd,
     kind: Kind,
     rt: Arc<Runtime>,
+}
+
+impl ListenerParts {
+    /// A bound, listening, non-blocking std socket, for the current runtime.
+    fn adopt(fd: OwnedFd, kind: Kind) -> io::Result<ListenerParts> {
+        Ok(ListenerParts {
+            fd,
+            kind,
+            rt: Runtime::current(),
+        })
+    }
 }
 
 impl ServeListener for crate::net::TcpListener {
@@ -51,6 +64,35 @@ impl ServeListener for crate::net::UnixListener {
     }
 }
 
+impl ServeListener for std::net::TcpListener {
+    fn into_parts(self) -> io::Result<ListenerParts> {
+        self.set_nonblocking(true)?;
+        ListenerParts::adopt(self.into(), Kind::Tcp)
+    }
+}
+
+impl ServeListener for std::os::unix::net::UnixListener {
+    fn into_parts(self) -> io::Result<ListenerParts> {
+        self.set_nonblocking(true)?;
+        ListenerParts::adopt(self.into(), Kind::Unix)
+    }
+}
+
+/// tokio's listener leaves tokio's reactor (`into_std`) for fibr's loops.
+#[cfg(feature = "tokio")]
+impl ServeListener for tokio::net::TcpListener {
+    fn into_parts(self) -> io::Result<ListenerParts> {
+        self.into_std()?.into_parts()
+    }
+}
+
+#[cfg(feature = "tokio")]
+impl ServeListener for tokio::net::UnixListener {
+    fn into_parts(self) -> io::Result<ListenerParts> {
+        self.into_std()?.into_parts()
+    }
+}
+
 /// Serves `app` on `listener` over HTTP/1.1 until the future is dropped (or, with
 /// [`Serve::with_graceful_shutdown`], until the signal completes and every connection has
 /// finished). `app` is what `axum::serve` takes: a `Router`, `into_make_service()`,
@@ -66,6 +108,7 @@ where
         listener: listener.into_parts(),
         app,
         config: ServerConfig::default(),
+        engine: None,
         #[cfg(feature = "tls")]
         tls: None,
         #[cfg(feature = "http3")]
@@ -80,6 +123,8 @@ pub struct Serve<M, Marker = ServiceMarker> {
     listener: io::Result<ListenerParts>,
     app: M,
     config: ServerConfig,
+    /// The settings of a runtime of this server's own, if not the listener's.
+    engine: Option<crate::Config>,
     #[cfg(feature = "tls")]
     tls: Option<Arc<rustls::ServerConfig>>,
     /// With HTTP/3: how to make its endpoint (named here, where the server's bounds hold),
@@ -98,6 +143,23 @@ where
     /// Uses these limits and timeouts instead of the defaults.
     pub fn with_config(mut self, config: ServerConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Serves on a runtime of its own with these engine settings (worker threads, event
+    /// loops, buffer sizes, write and linger timeouts: [`crate::Config`]), started when the
+    /// future first runs and stopped when it ends, instead of the runtime the listener
+    /// came from (by default the process-wide one, with a worker per core):
+    ///
+    /// ```no_run
+    /// # async fn app(listener: std::net::TcpListener, app: axum::Router) -> std::io::Result<()> {
+    /// fibr::serve(listener, app)
+    ///     .with_engine_config(fibr::Config::default().with_workers(4))
+    ///     .await
+    /// # }
+    /// ```
+    pub fn with_engine_config(mut self, config: crate::Config) -> Self {
+        self.engine = Some(config);
         self
     }
 
@@ -156,6 +218,11 @@ where
 
     async fn run(self, signal: Option<Pin<Box<dyn Future<Output = ()> + Send>>>) -> io::Result<()> {
         let ListenerParts { fd, kind, rt } = self.listener?;
+        let own = match self.engine {
+            Some(config) => Some(OwnRuntime(Runtime::start(config)?)),
+            None => None,
+        };
+        let rt = own.as_ref().map_or(rt, |own| own.0.clone());
         rt.ensure_running()?;
         let raw = fd.as_raw_fd();
         #[cfg_attr(not(feature = "http3"), allow(unused_mut))]
@@ -233,6 +300,15 @@ where
         shared.start_draining();
         shared.live().drained().wait().await;
         Ok(())
+    }
+}
+
+/// A runtime started for one server ([`Serve::with_engine_config`]), stopped with it.
+struct OwnRuntime(Arc<Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        self.0.stop(Duration::from_millis(500));
     }
 }
 
@@ -327,6 +403,12 @@ where
         Server<M, Marker>: Http3Server,
     {
         self.serve = self.serve.with_http3();
+        self
+    }
+
+    /// [`Serve::with_engine_config`], after the shutdown signal was given.
+    pub fn with_engine_config(mut self, config: crate::Config) -> Self {
+        self.serve = self.serve.with_engine_config(config);
         self
     }
 

@@ -19,7 +19,7 @@ use super::h1::server::{
     After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started, Upgrade,
 };
 use super::server_h2::{with_h2, H2State, H2cUpgrade};
-use super::service::{BoxError, ConnInfo, MakeService};
+use super::service::{BoxError, ConnInfo, MakeService, UnixPeer};
 use crate::conn::live::{Admission, LiveCount};
 use crate::time::Sleep;
 use crate::{Conn, Handler};
@@ -214,9 +214,9 @@ where
                 close: true,
             }
         }
-        Err(_) => {
+        Err(payload) => {
             // The connection's state is intact: it stays open.
-            tracing::error!("a request handler panicked");
+            super::panic::log_panic("a request handler", &*payload);
             Stage::Failed {
                 status: StatusCode::INTERNAL_SERVER_ERROR,
                 close: false,
@@ -304,9 +304,12 @@ where
         // Over HTTP/1 the first request of a connection opened while draining is still
         // answered, so its client does not fail; HTTP/2 has no such grace here.
         let draining = shared.live.draining();
+        let peer = conn.peer_addr();
         let info = ConnInfo {
-            peer: conn.peer_addr(),
+            peer,
             local: conn.local_addr(),
+            // Only a Unix socket has no address (UDP peers are not served here).
+            unix: peer.is_none().then(|| UnixPeer::of(conn.as_raw_fd())),
         };
         let svc = match shared.make.make_service(&info) {
             Ok(s) => s,
@@ -627,8 +630,8 @@ where
         Ok(Poll::Pending) => Err(Box::new(req)),
         Ok(Poll::Ready(Ok(()))) => Ok(match catch_unwind(AssertUnwindSafe(|| svc.call(req))) {
             Ok(fut) => poll_call(Box::pin(fut), &mut cx),
-            Err(_) => {
-                tracing::error!("the service panicked while being called");
+            Err(payload) => {
+                super::panic::log_panic("the service, while being called,", &*payload);
                 Stage::Failed {
                     status: StatusCode::INTERNAL_SERVER_ERROR,
                     close: false,
@@ -642,8 +645,8 @@ where
                 close: true,
             })
         }
-        Err(_) => {
-            tracing::error!("the service panicked in poll_ready");
+        Err(payload) => {
+            super::panic::log_panic("the service's poll_ready", &*payload);
             Ok(Stage::Failed {
                 status: StatusCode::INTERNAL_SERVER_ERROR,
                 close: true,

@@ -11,19 +11,45 @@ use http::{Request, Response};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use tower_service::Service;
 
 /// A boxed error, as tower and hyper use.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// What a make-service learns about a new connection.
+/// What a make-service learns about a new connection: with axum, what
+/// `into_make_service_with_connect_info::<T>()` builds `T` from (`impl
+/// Connected<fibr::http::ConnInfo> for T`; `SocketAddr` has one).
 #[derive(Clone, Debug)]
 pub struct ConnInfo {
     /// The client's address (None for Unix sockets).
     pub peer: Option<SocketAddr>,
     /// The local address the connection arrived on (None for Unix sockets).
     pub local: Option<SocketAddr>,
+    /// A Unix-socket client's address and credentials (None over TCP and UDP).
+    pub unix: Option<UnixPeer>,
+}
+
+/// A client on a Unix socket, as tokio's `UnixStream::peer_addr` and `peer_cred` tell it.
+#[derive(Clone, Debug)]
+pub struct UnixPeer {
+    /// The address the client's socket is bound to (usually unnamed).
+    pub addr: Option<Arc<std::os::unix::net::SocketAddr>>,
+    /// The client's process, user and group (None where the OS has no call for them).
+    pub cred: Option<PeerCred>,
+}
+
+pub use crate::sys::unix_peer::PeerCred;
+
+impl UnixPeer {
+    /// The peer of the Unix stream socket `fd`.
+    pub(crate) fn of(fd: std::os::fd::RawFd) -> UnixPeer {
+        UnixPeer {
+            addr: crate::sys::unix_peer::peer_addr(fd).map(Arc::new),
+            cred: crate::sys::unix_peer::peer_cred(fd),
+        }
+    }
 }
 
 #[cfg(feature = "axum")]

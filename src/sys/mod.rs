@@ -27,6 +27,7 @@ mod epoll;
 pub(crate) mod pipe;
 mod portable;
 pub(crate) mod socket;
+pub(crate) mod unix_peer;
 
 use std::io;
 use std::os::fd::RawFd;

@@ -141,6 +141,7 @@ impl QuicEndpoint {
         let info = ConnInfo {
             peer: Some(from),
             local: udp.local_addr(),
+            unix: None,
         };
         if let Err(driver) = (self.on_connection)(quic.clone(), info, driver) {
             // H3_NO_ERROR: the server is shutting down.
