@@ -32,11 +32,15 @@ pub fn case(id: &'static str, desc: &'static str, run: fn(SocketAddr) -> client:
 
 /// Every request is answered after its body is read: a body is echoed, an empty one gets
 /// [`HELLO`]. So a request whose END_STREAM has not come keeps its stream open. CONNECT
-/// is answered at once (its body would be the tunnel); `/hold` never is.
+/// is answered at once (its body would be the tunnel); `/hold` never is; `/early` is
+/// answered at once without its body (which the server then stops with RST_STREAM).
 pub fn app() -> Router {
     Router::new().fallback(|req: Request| async move {
         if req.method() == Method::CONNECT {
             return (StatusCode::OK, Bytes::new());
+        }
+        if req.uri().path() == "/early" {
+            return (StatusCode::OK, Bytes::from_static(HELLO));
         }
         if req.uri().path() == "/hold" {
             // Never reads its body nor answers: what the client sends stays in the

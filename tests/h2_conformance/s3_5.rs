@@ -248,6 +248,44 @@ pub fn cases() -> Vec<Case> {
                 c.expect_connection_error(&[STREAM_CLOSED, PROTOCOL_ERROR])
             },
         ),
+        // Closed by the server's RST_STREAM (not an h2spec case): what the client sent
+        // before it saw the reset is ignored, and its DATA still counts against the
+        // connection's window, which the server reopens (§5.1, §6.9).
+        case(
+            "5.1/14",
+            "closed (the server's RST_STREAM): late DATA and trailers -> ignored, window given back",
+            |a| {
+                let mut c = Conn::handshake(a)?;
+                // Nine streams' full windows (65,535 each) are past half of the server's
+                // connection window (1 MiB), so it must send a WINDOW_UPDATE for them.
+                for id in (1..=17).step_by(2) {
+                    let mut head = req("POST", "/early");
+                    head.push(("content-length".into(), "65535".into()));
+                    c.send_headers(id, &head, false);
+                    c.expect_response(id)?;
+                    c.expect_rst_stream(id, &[NO_ERROR])?;
+                    for _ in 0..4 {
+                        c.send(&data(id, &[b'x'; 16_000], false));
+                    }
+                    c.send(&data(id, &[b'x'; 1_535], false));
+                    c.send_headers(id, &vec![("x-trailer".into(), "late".into())], true);
+                }
+                let deadline = std::time::Instant::now() + EXPECT;
+                loop {
+                    match c.next(deadline) {
+                        Ev::Frame(f) if f.kind == WINDOW_UPDATE && f.stream == 0 => break,
+                        Ev::Frame(f) if f.kind != RST_STREAM && f.kind != GOAWAY => {}
+                        _ => {
+                            return Err(format!(
+                                "expected a connection WINDOW_UPDATE and no RST_STREAM, got: {}",
+                                c.trace()
+                            ))
+                        }
+                    }
+                }
+                c.expect_alive()
+            },
+        ),
         // §5.1.1: stream identifiers.
         case(
             "5.1.1/1",

@@ -40,6 +40,12 @@ pub struct Http2Config {
     pub max_resets: u32,
     /// The window `max_resets` counts in.
     pub reset_window: Duration,
+    /// Streams the server reset whose ids it remembers, newest first: frames the client
+    /// sent on them before it saw the `RST_STREAM` are ignored (RFC 9113 §5.1), with their
+    /// DATA still counted against the connection's window. A frame on a reset stream older
+    /// than these is answered as on any closed stream (`RST_STREAM(STREAM_CLOSED)`, or for
+    /// HEADERS a connection error).
+    pub reset_streams_remembered: u32,
     /// Frames that do no work (SETTINGS, PING, empty DATA, PRIORITY, unknown types, ...)
     /// the client may send per request it makes, plus a base of this many, before the
     /// connection is closed with `ENHANCE_YOUR_CALM` (control-frame floods).
@@ -73,6 +79,7 @@ impl Default for Http2Config {
             header_table_size: 4096,
             max_resets: 200,
             reset_window: Duration::from_secs(10),
+            reset_streams_remembered: 32,
             max_idle_frames: 10_000,
             keep_alive_interval: None,
             keep_alive_timeout: Duration::from_secs(20),
@@ -93,6 +100,7 @@ config_setters!(Http2Config {
     set with_header_table_size => header_table_size: u32,
     set with_max_resets => max_resets: u32,
     set with_reset_window => reset_window: Duration,
+    set with_reset_streams_remembered => reset_streams_remembered: u32,
     set with_max_idle_frames => max_idle_frames: u32,
     opt with_keep_alive_interval => keep_alive_interval: Duration,
     set with_keep_alive_timeout => keep_alive_timeout: Duration,

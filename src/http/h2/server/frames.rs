@@ -267,6 +267,9 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 out,
             );
         }
+        if self.send.resets.contains(stream) {
+            return; // §5.1: sent before the client saw our reset
+        }
         let Some(s) = self.streams.get_mut(&stream) else {
             return; // closed: allowed for a while after (§6.9)
         };
@@ -294,6 +297,10 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 "RST_STREAM on an idle stream",
                 out,
             );
+        }
+        if self.send.resets.contains(stream) {
+            // Crossed ours: not a cancel of the client's (the rapid-reset bound counts those).
+            return;
         }
         let Some(s) = self.streams.remove(&stream) else {
             return;
@@ -336,6 +343,12 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         }
         if self.is_idle(stream) {
             return self.fail(ErrorCode::PROTOCOL_ERROR, "DATA on an idle stream", out);
+        }
+        if self.send.resets.contains(stream) {
+            // Sent before the client saw our reset: ignored (§5.1), but counted against
+            // the connection's window and given back (§6.9).
+            self.credit += u64::from(flow_len);
+            return;
         }
         let padding = u64::from(flow_len) - data.len() as u64;
         let Some(s) = self.streams.get_mut(&stream) else {
@@ -415,7 +428,8 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 out,
             );
         }
-        if !self.streams.contains_key(&stream) && stream <= self.last_stream {
+        let reset = self.send.resets.contains(stream);
+        if !reset && !self.streams.contains_key(&stream) && stream <= self.last_stream {
             // §5.1: a stream that ended; §5.1.1: an id lower than one already used.
             return if self.recently_used.contains(&stream) {
                 self.fail(ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream", out)
@@ -434,7 +448,9 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 out,
             );
         }
-        let trailers = self.streams.contains_key(&stream);
+        // A block on a stream we reset is decoded as trailers (HPACK stays in sync), then
+        // dropped by `on_trailers`.
+        let trailers = reset || self.streams.contains_key(&stream);
         if end_headers {
             self.on_block(clock, stream, end_stream, trailers, fragment, cfg, d, out);
         } else {
@@ -561,9 +577,12 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         fields: HeadBuilder,
         out: &mut Vec<u8>,
     ) {
+        if self.send.resets.contains(stream) {
+            return; // §5.1: sent before the client saw our reset
+        }
         let Some(s) = self.streams.get_mut(&stream) else {
-            // The stream ended while its second block arrived: it was after END_STREAM
-            // from the client or after our reset, either way §5.1's STREAM_CLOSED.
+            // The stream ended while its second block arrived, after END_STREAM from the
+            // client: §5.1's STREAM_CLOSED.
             return self.write_reset(stream, ErrorCode::STREAM_CLOSED, out);
         };
         if s.state.remote_closed {
@@ -625,7 +644,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         parts.status = status;
         w.respond(&mut parts, Some(0));
         if !st.remote_closed {
-            frame::write_rst_stream(out, stream, ErrorCode::NO_ERROR);
+            self.write_reset(stream, ErrorCode::NO_ERROR, out);
         }
     }
 

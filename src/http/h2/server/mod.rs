@@ -149,6 +149,44 @@ pub(crate) struct SendState {
     window: i64,
     /// The client's SETTINGS.
     peer: Settings,
+    /// Streams we reset lately, whose late frames are ignored.
+    resets: RecentResets,
+}
+
+/// The ids of the last streams we sent RST_STREAM on (`Http2Config::reset_streams_remembered`
+/// of them): frames the client sent before it saw the reset are ignored, not answered with
+/// another RST_STREAM (RFC 9113 §5.1, "closed"). No memory until the first reset.
+struct RecentResets {
+    ids: Vec<u32>,
+    /// Where the next id goes once `ids` is full (the oldest).
+    next: usize,
+    limit: usize,
+}
+
+impl RecentResets {
+    fn new(limit: u32) -> RecentResets {
+        RecentResets {
+            ids: Vec::new(),
+            next: 0,
+            limit: limit as usize,
+        }
+    }
+
+    fn record(&mut self, stream: u32) {
+        if self.limit == 0 || self.contains(stream) {
+            return;
+        }
+        if self.ids.len() < self.limit {
+            self.ids.push(stream);
+        } else {
+            self.ids[self.next] = stream;
+            self.next = (self.next + 1) % self.limit;
+        }
+    }
+
+    fn contains(&self, stream: u32) -> bool {
+        self.ids.contains(&stream)
+    }
 }
 
 /// Counts events in a fixed window of time (resets for the rapid-reset bound).
@@ -254,6 +292,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 encoder: Encoder::new(),
                 window: default,
                 peer: Settings::default(),
+                resets: RecentResets::new(cfg.reset_streams_remembered),
             },
             streams: HashMap::default(),
             last_stream: 0,
@@ -380,7 +419,13 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         self.write_reset(stream, code, out);
     }
 
+    /// RST_STREAM on a stream the client opened (or one its frames named); the id is
+    /// remembered so that what the client sent before seeing it is ignored. A reset on an
+    /// idle stream (a malformed PRIORITY) is not: DATA on it stays a connection error.
     fn write_reset(&mut self, stream: u32, code: ErrorCode, out: &mut Vec<u8>) {
+        if !self.is_idle(stream) {
+            self.send.resets.record(stream);
+        }
         frame::write_rst_stream(out, stream, code);
     }
 

@@ -15,13 +15,13 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             }
             let reader_gone = st.body.as_ref().is_none_or(|b| b.sink.reader_gone());
             if st.remote_closed || reader_gone {
-                if !st.remote_closed {
-                    frame::write_rst_stream(out, id, ErrorCode::NO_ERROR);
-                }
-                gone.push(id);
+                gone.push((id, !st.remote_closed));
             }
         }
-        for id in gone {
+        for (id, reset) in gone {
+            if reset {
+                self.write_reset(id, ErrorCode::NO_ERROR, out);
+            }
             if let Some(s) = self.streams.remove(&id) {
                 self.stream_gone(s.state, BodyFailure::Incomplete);
             }
@@ -144,7 +144,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             if let Some(s) = self.streams.remove(&id) {
                 self.stream_gone(s.state, why);
             }
-            frame::write_rst_stream(out, id, ErrorCode::CANCEL);
+            self.write_reset(id, ErrorCode::CANCEL, out);
         }
     }
 

@@ -168,6 +168,7 @@ impl<'a, B> StreamWriter<'a, B> {
             return;
         }
         frame::write_rst_stream(self.out, self.id, code);
+        self.send.resets.record(self.id);
         self.st.sending = Sending::Done;
         self.st.remote_closed = true;
     }

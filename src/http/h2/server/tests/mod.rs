@@ -343,3 +343,4 @@ fn goaway(code: ErrorCode) -> impl Fn(&Got) -> bool {
 
 mod exchange;
 mod limits;
+mod resets;
