@@ -5,7 +5,7 @@
 //! - `h2c-only`: HTTP/2 only (`Http2Config::only`), so a bad preface gets a GOAWAY;
 //! - `tls`: HTTPS with ALPN `h2`, a self-signed certificate made at startup (h2spec `-k`).
 //!
-//! `cargo run --example h2spec_server --features tls`. Every path and method gets the same
+//! `cargo run --example h2spec_server --features axum,tls`. Every path and method gets the same
 //! answer, and only after the whole request body has arrived: a 128 KiB body, twice the
 //! initial stream window. So a stream h2spec opens stays open while it sends the frames a
 //! case is about (DATA, WINDOW_UPDATE, trailers), instead of racing a response that is
