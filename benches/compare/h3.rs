@@ -42,19 +42,6 @@ pub const IDLE_CONNS: usize = 1_000;
 const IDLE_OPEN_TIMEOUT: Duration = Duration::from_secs(120);
 const MIB: u64 = 1024 * 1024;
 
-/// Issue 15's goals, against the quinn peer: CPU per request with 1 and 10 streams per
-/// connection, CPU per MiB downloaded, RSS per idle connection.
-pub const GOALS: [(Scenario, f64, &str); 4] = [
-    (Scenario::H3C1, 0.60, "CPU/request, 1 stream per connection"),
-    (
-        Scenario::H3C10,
-        0.60,
-        "CPU/request, 10 streams per connection",
-    ),
-    (Scenario::H3Download, 0.70, "CPU per MiB, 10 MiB download"),
-    (Scenario::H3Idle, 0.70, "memory per idle connection"),
-];
-
 /// The README's note on these rows.
 pub const README_NOTE: &str = "The HTTP/3 rows (issue 15) run fibr's \
     `serve(..).with_tls(..).with_http3()` against the same axum `Router` on quinn + h3-quinn \

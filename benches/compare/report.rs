@@ -21,45 +21,6 @@ mod json;
 pub const README_BEGIN: &str = "<!-- compare:begin -->";
 pub const README_END: &str = "<!-- compare:end -->";
 
-/// The issue's goals for fibr.
-const GOAL_PLAIN_CPU: f64 = 0.90;
-const GOAL_PIPELINED_CPU: f64 = 0.35;
-const GOAL_IDLE_BYTES: f64 = 1024.0;
-const GOAL_FLOOR_CPU: f64 = 1.15;
-/// Issue 12's goals for HTTPS, against axum's Router on hyper-util + tokio-rustls: CPU per
-/// request, and memory per idle TLS connection (4 KB; the peer held 20.8 KB per plain
-/// idle connection).
-const GOAL_TLS_PLAIN_CPU: f64 = 0.85;
-const GOAL_TLS_PIPELINED_CPU: f64 = 0.30;
-const GOAL_TLS_IDLE_BYTES: f64 = 4000.0;
-/// Issue 13's goals for HTTP/2, against axum::serve (hyper's h2): CPU per request with one
-/// stream in flight per connection and with ten (h2c; the ten-stream goal is shown for h2
-/// over TLS too), and memory per idle h2c connection (4 KB).
-const GOAL_H2_M1_CPU: f64 = 0.70;
-const GOAL_H2_M10_CPU: f64 = 0.40;
-const GOAL_H2_IDLE_BYTES: f64 = 4000.0;
-/// Issue 13's goal for gRPC unary calls, against tonic's own server.
-const GOAL_GRPC_CPU: f64 = 0.50;
-/// Issue 14's goals for fibr's own WebSocket (the fibr::ws column): CPU per 64-byte echo
-/// against actix-ws and axum::serve, and memory per idle WebSocket without compression and
-/// with permessage-deflate negotiated without context takeover (1 KB and 4 KB, as above).
-/// The axum::serve goal is restated from 0.50× (set when actix-ws measured 0.54× axum's
-/// CPU): an echo is one read and one send on every server, and those syscalls are ~90 % of
-/// fibr::ws's CPU, 0.54–0.59× axum::serve's on 2026-12-04 with no user-space cost at all
-/// (the arithmetic is in issue 14's notes).
-const GOAL_WS_ACTIX_CPU: f64 = 0.90;
-const GOAL_WS_AXUM_CPU: f64 = 0.70;
-const GOAL_WS_IDLE_BYTES: f64 = 1024.0;
-const GOAL_WS_DEFLATE_IDLE_BYTES: f64 = 4000.0;
-/// Issue 4's goal for fibr::client, and issue 2's for the executor.
-const GOAL_CLIENT_CPU: f64 = 0.80;
-const GOAL_EXECUTOR: f64 = 1.0;
-/// Issue 16's goals for fibr's proxy against the tokio proxy: CPU per GiB relayed (both
-/// tunnels), CPU per ping-pong exchange, and memory per idle tunnel (two connections).
-const GOAL_PROXY_GIB_CPU: f64 = 0.40;
-const GOAL_PROXY_PINGPONG_CPU: f64 = 0.70;
-const GOAL_PROXY_IDLE_BYTES: f64 = 1500.0;
-
 /// One scenario on one server, over the runs.
 pub struct Cell {
     pub scenario: Scenario,
