@@ -118,6 +118,7 @@ pub struct HttpConnector {
 }
 
 impl HttpConnector {
+    /// Connects directly, with no proxies.
     pub fn new() -> HttpConnector {
         HttpConnector::default()
     }
@@ -220,6 +221,7 @@ pub struct UnixConnector {
 }
 
 impl UnixConnector {
+    /// Connects every request to the Unix socket at `path`.
     pub fn new(path: impl Into<PathBuf>) -> UnixConnector {
         UnixConnector {
             path: Arc::from(path.into()),
@@ -285,7 +287,9 @@ pub(crate) async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Er
 
 /// The stream of [`HttpConnector`]: TCP or Unix.
 pub enum Stream {
+    /// `http://` (directly or through a proxy).
     Tcp(TcpStream),
+    /// `http+unix://`.
     Unix(UnixStream),
 }
 

@@ -110,7 +110,9 @@ impl<C: Connector> Connector for HttpsConnector<C> {
 
 /// A stream of [`HttpsConnector`]: plain, or TLS over the inner connector's stream.
 pub enum MaybeHttps<S> {
+    /// An `http://` URI: the inner connector's stream as it is.
     Http(S),
+    /// An `https://` URI: TLS over the inner connector's stream.
     Https(Box<TlsStream<S>>),
 }
 

@@ -1,18 +1,5 @@
-//! Session tickets every process holding one secret can open: [`SharedTicketer`].
-//!
-//! rustls's own ticketers rotate to a fresh random key each lifetime, a key only the
-//! process that made it knows. Prefork children, or servers behind one load balancer,
-//! then each issue tickets the others cannot open, and a client resumes only when it
-//! lands where it got its ticket. Here a period's key is derived from a shared secret and
-//! the period's number (HKDF-SHA256 over the wall clock divided by the period), so every
-//! holder of the secret computes the same key at the same time without talking to the
-//! others, and the keys still rotate.
-//!
-//! A ticket is `period (8 bytes, big-endian) | nonce (12) | AES-256-GCM(state) | tag (16)`:
-//! the period names the key, and is authenticated as the AEAD's associated data. Tickets
-//! are sealed with the current period's key and opened with the current or the previous
-//! one's, so a ticket lives at least one period and at most two; anything else (another
-//! secret, older, altered, short) is refused, and the client does a full handshake.
+//! Session tickets every process holding one secret can open: [`SharedTicketer`] (its doc
+//! says how).
 
 #[cfg(feature = "tls-aws-lc")]
 use aws_lc_rs as crypto;
@@ -35,9 +22,23 @@ const TAG_LEN: usize = 16;
 const MAX_PERIOD: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
 /// A [`ProducesTickets`] whose keys are derived from a secret and the time: every instance
-/// made from the same secret and period seals and opens the same tickets (see the
-/// [module](self) docs). Put it in a `ServerConfig`'s `ticketer`; [`Prefork`] makes one
-/// for its children by default ([`Child::ticketer`]).
+/// made from the same secret and period seals and opens the same tickets. Put it in a
+/// `ServerConfig`'s `ticketer`; [`Prefork`] makes one for its children by default
+/// ([`Child::ticketer`]).
+///
+/// rustls's own ticketers rotate to a fresh random key each lifetime, a key only the
+/// process that made it knows. Prefork children, or servers behind one load balancer,
+/// then each issue tickets the others cannot open, and a client resumes only when it
+/// lands where it got its ticket. Here a period's key is derived from a shared secret and
+/// the period's number (HKDF-SHA256 over the wall clock divided by the period), so every
+/// holder of the secret computes the same key at the same time without talking to the
+/// others, and the keys still rotate.
+///
+/// A ticket is `period (8 bytes, big-endian) | nonce (12) | AES-256-GCM(state) | tag (16)`:
+/// the period names the key, and is authenticated as the AEAD's associated data. Tickets
+/// are sealed with the current period's key and opened with the current or the previous
+/// one's, so a ticket lives at least one period and at most two; anything else (another
+/// secret, older, altered, short) is refused, and the client does a full handshake.
 ///
 /// The clocks of servers sharing a secret must agree (NTP is plenty): a ticket sealed
 /// in a period another server does not take for its current or previous one gets a full

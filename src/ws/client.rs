@@ -42,6 +42,7 @@ pub struct Connector {
 }
 
 impl Connector {
+    /// Default limits, no subprotocols, no extra headers, no deflate.
     pub fn new() -> Connector {
         Connector::default()
     }

@@ -91,7 +91,10 @@ pub enum SocksError {
     Rejected4(u8),
     /// The SOCKS5 proxy accepts none of the methods offered (0xff); `offered_password`
     /// tells whether username/password was among them.
-    NoAcceptableMethod { offered_password: bool },
+    NoAcceptableMethod {
+        /// Whether username/password (method 2) was offered.
+        offered_password: bool,
+    },
     /// The SOCKS5 proxy refused the username and password (RFC 1929 status).
     AuthFailed(u8),
     /// The proxy sent something that is not the protocol.

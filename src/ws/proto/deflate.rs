@@ -105,9 +105,14 @@ const DEFAULT_THRESHOLD: usize = 256;
 /// compressed and inflated with 9, see the module's doc).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeflateParams {
+    /// The server starts every message with an empty window (no back-references into
+    /// earlier messages).
     pub server_no_context_takeover: bool,
+    /// The client starts every message with an empty window.
     pub client_no_context_takeover: bool,
+    /// LZ77 window bits of what the server compresses.
     pub server_max_window_bits: u8,
+    /// LZ77 window bits of what the client compresses.
     pub client_max_window_bits: u8,
 }
 

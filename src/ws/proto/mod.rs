@@ -28,7 +28,9 @@ use utf8::Utf8;
 /// Which end of the connection the machine is: clients mask, servers require masks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// Accepts the upgrade: sends unmasked frames, requires masked ones.
     Server,
+    /// Dials: masks every frame it sends.
     Client,
 }
 
@@ -56,6 +58,7 @@ impl Default for Limits {
 /// A Close frame's status code and reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CloseFrame {
+    /// The status code (RFC 6455 §7.4).
     pub code: u16,
     /// Valid UTF-8.
     pub reason: Bytes,
@@ -66,15 +69,20 @@ pub struct CloseFrame {
 pub enum Message {
     /// Always valid UTF-8.
     Text(Bytes),
+    /// Binary data.
     Binary(Bytes),
+    /// A ping (at most 125 bytes).
     Ping(Bytes),
+    /// A pong (at most 125 bytes).
     Pong(Bytes),
+    /// A close frame, with its code and reason if it has them.
     Close(Option<CloseFrame>),
 }
 
 /// Where the closing handshake is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
+    /// No Close sent or received: messages flow both ways.
     Open,
     /// Our Close is sent; the peer's is awaited (its data still delivered).
     CloseSent,
@@ -221,13 +229,14 @@ impl Machine {
         }
     }
 
-    /// `Closed` once failed too, though `send` still works then: the driver sends the
-    /// application's answers to the messages before the error ahead of the Close.
     /// Which end this machine is.
     pub fn role(&self) -> Role {
         self.role
     }
 
+    /// Where the closing handshake is; `Closed` once failed too, though `send` still
+    /// works then: the driver sends the application's answers to the messages before the
+    /// error ahead of the Close.
     pub fn state(&self) -> State {
         if self.failed {
             State::Closed
