@@ -21,6 +21,22 @@
 //! engine.run()?;
 //! # Ok::<(), std::io::Error>(())
 //! ```
+//!
+//! Most applications serve a tower service instead, an axum `Router` say, with [`serve`]:
+//! `axum::serve(listener, app)` becomes `fibr::serve(listener, app)` ([`http`] has the
+//! rest). The other modules: [`net`] (async sockets), [`time`] (timers), [`mux`] (several
+//! protocols on one port), [`prefork`] (worker processes, Linux), and behind features of
+//! their names: [`tls`] (TLS on rustls), [`ws`] (WebSocket), [`client`] (an HTTP client),
+//! [`proxy`] (SOCKS and HTTP proxies), [`rt`] (hyper's runtime traits; feature `hyper`).
+
+#![warn(missing_docs)]
+// Some docs link to items of features that are off in a smaller build (`mux` to
+// `tls::TlsServer`, `client` to its HTTP/3 options); the all-features doc build, which CI
+// runs with `-D warnings`, checks every link.
+#![cfg_attr(
+    not(all(feature = "axum", feature = "http3")),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 
 /// Chainable `with_*` setters for a `#[non_exhaustive]` config struct's public fields, so
 /// such a config is built as `Config::default().with_workers(2)` outside the crate (a
@@ -33,7 +49,7 @@ macro_rules! config_setters {
         }
     };
     (@set $setter:ident $field:ident $t:ty) => {
-        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+        #[doc = concat!("Sets [`", stringify!($field), "`](field@Self::", stringify!($field), ").")]
         #[must_use]
         pub fn $setter(mut self, value: $t) -> Self {
             self.$field = value;
@@ -41,7 +57,7 @@ macro_rules! config_setters {
         }
     };
     (@opt $setter:ident $field:ident $t:ty) => {
-        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ") (a value, or `None`).")]
+        #[doc = concat!("Sets [`", stringify!($field), "`](field@Self::", stringify!($field), ") (a value, or `None`).")]
         #[must_use]
         pub fn $setter(mut self, value: impl Into<Option<$t>>) -> Self {
             self.$field = value.into();
@@ -49,7 +65,7 @@ macro_rules! config_setters {
         }
     };
     (@into $setter:ident $field:ident $t:ty) => {
-        #[doc = concat!("Sets [`", stringify!($field), "`](Self::", stringify!($field), ").")]
+        #[doc = concat!("Sets [`", stringify!($field), "`](field@Self::", stringify!($field), ").")]
         #[must_use]
         pub fn $setter(mut self, value: impl Into<$t>) -> Self {
             self.$field = value.into();
@@ -85,7 +101,26 @@ pub mod tls;
 #[cfg(feature = "ws")]
 pub mod ws;
 
-/// Body types (`fibr::body::Incoming` is the request body services receive).
+/// Body types: [`Incoming`](body::Incoming) is the request body services receive.
+///
+/// ```
+/// use fibr::body::{BodyError, Incoming};
+/// use http_body_util::BodyExt;
+///
+/// /// Answers with the length of the request's body.
+/// async fn count(req: http::Request<Incoming>) -> Result<http::Response<String>, BodyError> {
+///     let body = req.into_body().collect().await?.to_bytes();
+///     Ok(http::Response::new(format!("{} bytes\n", body.len())))
+/// }
+///
+/// # async fn demo(listener: fibr::net::TcpListener) -> std::io::Result<()> {
+/// fibr::serve(listener, tower::service_fn(count)).await
+/// # }
+/// ```
+///
+/// The stream ends in a [`BodyError`](body::BodyError) when the connection closes
+/// mid-body, the chunked framing is bad, the body outgrows `max_body_size`, or no bytes
+/// come for `body_read_timeout` (both [`ServerConfig`](http::ServerConfig)'s).
 pub mod body {
     pub use crate::http::{BodyError, Incoming};
 }

@@ -2,23 +2,6 @@
 //! that restarts a child that dies, replaces them all on `SIGHUP` and stops them on
 //! `SIGTERM`/`SIGINT`.
 //!
-//! The supervisor binds the listeners once, before it forks, and every child inherits
-//! them: the children accept from one queue per address, so a child that exits (killed,
-//! restarting, draining) never takes queued connections with it. The sockets have
-//! `SO_REUSEPORT` set too, so a new supervisor (a binary upgrade) can bind beside a running
-//! one. A child whose supervisor dies (even by `SIGKILL`) is sent `SIGTERM`, so no worker
-//! outlives it.
-//!
-//! TLS session tickets (feature `tls`) are shared: `run` makes one ticket secret before it
-//! forks (or takes the one given to [`Prefork::session_tickets`]), and every child, of
-//! every generation, derives the same rotating keys from it ([`SharedTicketer`]), so a
-//! ticket from one child resumes on another, also after a key rotation or a graceful
-//! restart. `fibr::serve(..).with_tls(config)` uses it when `config` has no ticketer;
-//! [`Child::ticketer`] hands it to a config used otherwise. (A rustls ticketer made before
-//! `run` is not shared for good: on its first rotation each child picks a key of its own.)
-//!
-//! [`SharedTicketer`]: crate::tls::SharedTicketer
-//!
 //! ```no_run
 //! # #[cfg(feature = "axum")] {
 //! use fibr::prefork::Prefork;
@@ -38,6 +21,23 @@
 //! }
 //! # }
 //! ```
+//!
+//! The supervisor binds the listeners once, before it forks, and every child inherits
+//! them: the children accept from one queue per address, so a child that exits (killed,
+//! restarting, draining) never takes queued connections with it. The sockets have
+//! `SO_REUSEPORT` set too, so a new supervisor (a binary upgrade) can bind beside a running
+//! one. A child whose supervisor dies (even by `SIGKILL`) is sent `SIGTERM`, so no worker
+//! outlives it.
+//!
+//! TLS session tickets (feature `tls`) are shared: `run` makes one ticket secret before it
+//! forks (or takes the one given to [`Prefork::session_tickets`]), and every child, of
+//! every generation, derives the same rotating keys from it ([`SharedTicketer`]), so a
+//! ticket from one child resumes on another, also after a key rotation or a graceful
+//! restart. `fibr::serve(..).with_tls(config)` uses it when `config` has no ticketer;
+//! [`Child::ticketer`] hands it to a config used otherwise. (A rustls ticketer made before
+//! `run` is not shared for good: on its first rotation each child picks a key of its own.)
+//!
+//! [`SharedTicketer`]: crate::tls::SharedTicketer
 
 use crate::sync_notify::Notify;
 #[cfg(feature = "tls")]

@@ -1,4 +1,20 @@
-//! Timers driven by the event loops: `sleep`, `sleep_until`, `timeout`, `interval`.
+//! Timers driven by the event loops: [`sleep`], [`sleep_until`], [`timeout`], [`interval`].
+//!
+//! ```
+//! use fibr::time::{interval, sleep, timeout};
+//! use std::time::Duration;
+//!
+//! fibr::run(async {
+//!     sleep(Duration::from_millis(5)).await;
+//!     // A future that takes longer than its timeout gives `Elapsed`.
+//!     let slow = sleep(Duration::from_secs(60));
+//!     assert!(timeout(Duration::from_millis(5), slow).await.is_err());
+//!     let mut ticks = interval(Duration::from_millis(5));
+//!     for _ in 0..3 {
+//!         ticks.tick().await;
+//!     }
+//! });
+//! ```
 
 use crate::reactor::TimerEntry;
 use crate::runtime::{Command, Runtime};

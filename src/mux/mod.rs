@@ -4,22 +4,6 @@
 //! (the HTTP/2 preface), SOCKS5, SOCKS4, or a [`Matcher`] of your own (a prefix, or a
 //! function over the bytes).
 //!
-//! Routes are asked in the order they were added; the first that matches wins, once every
-//! route before it has said no. The chosen handler gets the connection as if it had been
-//! accepted for it: its `on_open`, then the bytes already read as `on_data`. A TLS handler
-//! ([`TlsServer`](crate::tls::TlsServer)) gets them as the first records of its handshake.
-//!
-//! A client that says nothing recognizable gets the default handler, if there is one, and is
-//! closed otherwise: one whose bytes no route can match, one that sends
-//! [`MuxConfig::max_peek`] bytes without being told apart, one that half-closes first, and
-//! one still undecided after [`MuxConfig::peek_timeout`] (which makes a protocol whose
-//! server speaks first, SSH-like, a possible default). The default then gets what was
-//! seen, if anything.
-//!
-//! Telling protocols apart is a pure function over the bytes seen so far ([`detect`]);
-//! the handler here only keeps those bytes (none when the first read decides, as it nearly
-//! always does) and the timer.
-//!
 //! ```no_run
 //! # #[cfg(all(feature = "axum", feature = "proxy", feature = "tls"))]
 //! # mod example {
@@ -47,6 +31,22 @@
 //! }
 //! # }
 //! ```
+//!
+//! Routes are asked in the order they were added; the first that matches wins, once every
+//! route before it has said no. The chosen handler gets the connection as if it had been
+//! accepted for it: its `on_open`, then the bytes already read as `on_data`. A TLS handler
+//! ([`TlsServer`](crate::tls::TlsServer)) gets them as the first records of its handshake.
+//!
+//! A client that says nothing recognizable gets the default handler, if there is one, and is
+//! closed otherwise: one whose bytes no route can match, one that sends
+//! [`MuxConfig::max_peek`] bytes without being told apart, one that half-closes first, and
+//! one still undecided after [`MuxConfig::peek_timeout`] (which makes a protocol whose
+//! server speaks first, SSH-like, a possible default). The default then gets what was
+//! seen, if anything.
+//!
+//! Telling protocols apart is a pure function over the bytes seen so far ([`detect`]);
+//! the handler here only keeps those bytes (none when the first read decides, as it nearly
+//! always does) and the timer.
 
 mod client_hello;
 mod detect;

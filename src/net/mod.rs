@@ -1,5 +1,44 @@
-//! Async sockets on fibr's loops, shaped like tokio's: `TcpListener`, `TcpStream`,
-//! `UdpSocket`, `UnixListener`, `UnixStream`; and [`socks`], dialing through a SOCKS proxy.
+//! Async sockets on fibr's loops, shaped like tokio's: [`TcpListener`], [`TcpStream`],
+//! [`UdpSocket`], [`UnixListener`], [`UnixStream`]; and [`socks`], dialing through a SOCKS
+//! proxy.
+//!
+//! ```
+//! use fibr::net::{TcpListener, TcpStream};
+//!
+//! fibr::run(async {
+//!     let listener = TcpListener::bind("127.0.0.1:0").await?;
+//!     let addr = listener.local_addr()?;
+//!     // An echo server: a task per connection.
+//!     fibr::spawn(async move {
+//!         while let Ok((stream, _peer)) = listener.accept().await {
+//!             fibr::spawn(async move {
+//!                 let mut buf = [0; 4096];
+//!                 loop {
+//!                     match stream.read(&mut buf).await {
+//!                         Ok(0) | Err(_) => break,
+//!                         Ok(n) if stream.write_all(&buf[..n]).await.is_err() => break,
+//!                         Ok(_) => {}
+//!                     }
+//!                 }
+//!             });
+//!         }
+//!     });
+//!
+//!     let client = TcpStream::connect(addr).await?;
+//!     client.write_all(b"ping").await?;
+//!     let mut reply = [0; 4];
+//!     client.read_exact(&mut reply).await?;
+//!     assert_eq!(&reply, b"ping");
+//!     Ok::<(), std::io::Error>(())
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! Their methods take `&self`, so one task can read while another writes. They work from
+//! fibr's tasks, from [`fibr::run`](crate::run), and from any other executor (the loops
+//! drive their readiness). The TCP and Unix streams (and references to them) implement
+//! tokio's `AsyncRead` and `AsyncWrite` with feature `tokio`, and hyper's `Read` and
+//! `Write` with feature `hyper`. Names resolve off the loops and workers ([`lookup_host`]).
 
 #[cfg(any(feature = "hyper", feature = "tokio"))]
 mod compat;
@@ -249,14 +288,17 @@ impl TcpStream {
         })
     }
 
+    /// The remote address (`NotConnected` once the peer is gone).
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         socket::peer_addr(self.reg.fd()).ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))
     }
 
+    /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         socket::local_addr(self.reg.fd()).ok_or_else(|| io::Error::other("no local address"))
     }
 
+    /// Sets TCP_NODELAY (on: small writes go out at once instead of waiting for an ACK).
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         // SAFETY: the descriptor stays owned by the registration; the temporary std stream
         // is turned back into a raw fd without closing it.
@@ -397,6 +439,7 @@ impl UdpSocket {
         r
     }
 
+    /// Sends one datagram to `target` (the first address it resolves to).
     pub async fn send_to(&self, buf: &[u8], target: impl ToSocketAddrs) -> io::Result<usize> {
         let to = resolve(target).await?[0];
         poll_fn(|cx| {
@@ -407,6 +450,7 @@ impl UdpSocket {
         .await
     }
 
+    /// Receives one datagram into `buf` (truncated if longer), with its sender.
     pub async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
         poll_fn(|cx| self.poll_recv_from(cx, buf)).await
     }
@@ -451,6 +495,7 @@ impl UdpSocket {
         .await
     }
 
+    /// The local address (the port the OS chose, after binding port 0).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         socket::local_addr(self.reg.fd()).ok_or_else(|| io::Error::other("no local address"))
     }

@@ -4,12 +4,6 @@
 //! client's first byte (5, 4, anything else is HTTP), and forwards absolute-form
 //! `http://` requests (`forward.rs`: fibr's HTTP server in front, fibr's client behind).
 //!
-//! Each protocol's handshake is a sans-IO machine (`socks.rs`, `http_connect.rs`: bytes in,
-//! replies and a decision out). The driver here runs it on the client's connection,
-//! checks the [`Rules`], resolves names off the loops, dials the target (or, for a SOCKS
-//! BIND, listens for it: `bind.rs`), writes the protocol's answer, and then leaves both
-//! connections to the relay: from then on no task stands between them.
-//!
 //! ```no_run
 //! use fibr::proxy::{ProxyConfig, Rules, Server};
 //! use fibr::{Binding, Config, Engine};
@@ -20,6 +14,12 @@
 //! engine.run()?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! Each protocol's handshake is a sans-IO machine (`socks.rs`, `http_connect.rs`: bytes in,
+//! replies and a decision out). The driver here runs it on the client's connection,
+//! checks the [`Rules`], resolves names off the loops, dials the target (or, for a SOCKS
+//! BIND, listens for it: `bind.rs`), writes the protocol's answer, and then leaves both
+//! connections to the relay: from then on no task stands between them.
 
 mod bind;
 mod forward;

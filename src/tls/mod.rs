@@ -1,5 +1,26 @@
 //! TLS 1.2 and 1.3 on rustls (feature `tls`), in the connection's round.
 //!
+//! ```no_run
+//! use fibr::tls::rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+//! use fibr::tls::rustls::ServerConfig;
+//! use std::sync::Arc;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let certs = CertificateDer::pem_file_iter("cert.pem")?.collect::<Result<Vec<_>, _>>()?;
+//! let key = PrivateKeyDer::from_pem_file("key.pem")?;
+//! let mut tls = ServerConfig::builder_with_provider(fibr::tls::crypto_provider())
+//!     .with_safe_default_protocol_versions()?
+//!     .with_no_client_auth()
+//!     .with_single_cert(certs, key)?;
+//! // Offer HTTP/2 too (left empty, the server offers `http/1.1` only).
+//! tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+//!
+//! let app = axum::Router::new().route("/", axum::routing::get(|| async { "hello" }));
+//! let listener = fibr::net::TcpListener::bind("0.0.0.0:8443").await?;
+//! fibr::serve(listener, app).with_tls(Arc::new(tls)).await?;
+//! # Ok(()) }
+//! ```
+//!
 //! [`TlsServer`] puts TLS in front of any [`Handler`]: records are decrypted in the round's
 //! borrowed buffer (rustls's unbuffered API: an idle connection keeps only its session
 //! state), and everything a round sends is sealed at its end into as few records as fit,

@@ -10,6 +10,16 @@ use std::ops::Deref;
 pub type CloseCode = u16;
 
 /// The close codes RFC 6455 §7.4.1 names.
+///
+/// ```
+/// use fibr::ws::{close_code, CloseFrame, WebSocket};
+///
+/// /// What a server going down for a restart tells its clients.
+/// async fn restarting(mut socket: WebSocket) -> Result<(), fibr::ws::Error> {
+///     let frame = CloseFrame { code: close_code::AWAY, reason: "restarting".into() };
+///     socket.close(Some(frame)).await
+/// }
+/// ```
 pub mod close_code {
     use super::CloseCode;
     /// The purpose the connection was made for is fulfilled.
@@ -135,7 +145,10 @@ impl PartialEq<&str> for Utf8Bytes {
 /// The code and reason of a close frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloseFrame {
+    /// Why the connection closes ([`close_code`] has the registered ones).
     pub code: CloseCode,
+    /// Text for humans: at most 123 bytes, so that the frame stays within a control
+    /// frame's 125 (sending a longer one fails).
     pub reason: Utf8Bytes,
 }
 
@@ -144,9 +157,11 @@ pub struct CloseFrame {
 pub enum Message {
     /// Text (always valid UTF-8).
     Text(Utf8Bytes),
+    /// Binary data.
     Binary(Bytes),
     /// A ping: fibr answers it with a pong by itself; it is delivered too.
     Ping(Bytes),
+    /// A pong: the answer to a ping, or an unsolicited heartbeat.
     Pong(Bytes),
     /// The peer's close (or, sent, ours): no data message follows it.
     Close(Option<CloseFrame>),

@@ -1,12 +1,5 @@
 //! WebSocket (RFC 6455, with permessage-deflate, RFC 7692) on fibr's loops.
 //!
-//! A server upgrades a request that fibr's HTTP/1 server (plain or TLS) answers: with axum,
-//! through the [`WebSocketUpgrade`] extractor (feature `axum`; the API of axum's own, so a
-//! handler moves over by its `use` line); with any tower service, through [`upgrade`].
-//! Either way the connection stays on fibr's loops, and the `on_upgrade` task is polled by
-//! the connection itself. axum's own extractor keeps working as before (its requests go to
-//! hyper).
-//!
 //! ```no_run
 //! # #[cfg(feature = "axum")] {
 //! use axum::{routing::get, Router};
@@ -22,6 +15,14 @@
 //! let app: Router = Router::new().route("/ws", get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }));
 //! # }
 //! ```
+//!
+//! A server upgrades a request that fibr's HTTP server answers (HTTP/1.1's `Upgrade`, or
+//! HTTP/2's extended CONNECT, RFC 8441; plain or TLS): with axum, through the
+//! [`WebSocketUpgrade`] extractor (feature `axum`; the API of axum's own, so a handler
+//! moves over by its `use` line); with any tower service, through [`upgrade`]. Either way
+//! the connection stays on fibr's loops, and the `on_upgrade` task is polled by the
+//! connection itself. axum's own extractor keeps working as before (its requests go to
+//! hyper). A client dials with [`connect`] (or a [`Connector`] with options).
 
 #[cfg(feature = "axum")]
 mod axum;
