@@ -19,8 +19,7 @@
 //!   talks to it over channels). A small body that arrived with the head returns the
 //!   connection to the pool at once; otherwise it returns once the body has been read to
 //!   its end (dropping the body early closes it). `benches/client.rs` measures it against
-//!   hyper-util's client (the client was first built on hyper's client connection over
-//!   fibr sockets: 0.88-0.93x hyper-util's CPU per request; native: 0.63-0.68x).
+//!   hyper-util's client (the README's client table has the figures).
 //! - Upgrades (101 Switching Protocols) are not supported: such a connection is not
 //!   reused, and the upgraded stream is not handed out.
 //! - Names are resolved on a short-lived OS thread (`fibr::net::lookup_host`), never on
