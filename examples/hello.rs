@@ -5,6 +5,8 @@
 //! and its private key) it serves HTTPS on the same port, and with `--features http3` also
 //! HTTP/3 on that port over UDP (advertised by `Alt-Svc`).
 
+mod common;
+
 use axum::extract::Path;
 use axum::response::sse::{Event, Sse};
 use axum::routing::{get, post};
@@ -50,11 +52,8 @@ fn main() -> std::io::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
-    let port = std::env::var("PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(3000u16);
-    let tls = tls_from_env()?;
+    let port = common::port("PORT", 3000)?;
+    let tls = common::tls_from_env()?;
     fibr::run(async move {
         let listener = fibr::net::TcpListener::bind(("127.0.0.1", port)).await?;
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -76,45 +75,4 @@ fn main() -> std::io::Result<()> {
         };
         serve.await
     })
-}
-
-#[cfg(feature = "tls")]
-type TlsConfig = std::sync::Arc<fibr::tls::rustls::ServerConfig>;
-#[cfg(not(feature = "tls"))]
-type TlsConfig = std::convert::Infallible;
-
-/// A TLS config from the PEM files named by `TLS_CERT` and `TLS_KEY`, if both are set.
-fn tls_from_env() -> std::io::Result<Option<TlsConfig>> {
-    let (Some(cert), Some(key)) = (std::env::var_os("TLS_CERT"), std::env::var_os("TLS_KEY"))
-    else {
-        return Ok(None);
-    };
-    #[cfg(feature = "tls")]
-    {
-        use fibr::tls::rustls;
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-        let bad = |what: &str, e: &dyn std::fmt::Display| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{what}: {e}"))
-        };
-        let chain = CertificateDer::pem_file_iter(&cert)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| bad("TLS_CERT", &e))?;
-        let key = PrivateKeyDer::from_pem_file(&key).map_err(|e| bad("TLS_KEY", &e))?;
-        let config = rustls::ServerConfig::builder_with_provider(fibr::tls::crypto_provider())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| bad("TLS versions", &e))?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)
-            .map_err(|e| bad("TLS_CERT/TLS_KEY", &e))?;
-        Ok(Some(std::sync::Arc::new(config)))
-    }
-    #[cfg(not(feature = "tls"))]
-    {
-        let _ = (cert, key);
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "TLS_CERT and TLS_KEY need the `tls` feature: cargo run --release --example hello --features tls",
-        ))
-    }
 }
