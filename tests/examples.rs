@@ -16,6 +16,8 @@ mod common;
 mod client;
 #[path = "../examples/engine.rs"]
 mod engine;
+// Each server example has its own `examples/common`, as in its own crate.
+#[allow(clippy::duplicate_mod)]
 #[path = "../examples/mux.rs"]
 mod mux;
 
