@@ -1,9 +1,11 @@
-//! Lingering close: how a stream connection closes after its last response.
+//! Lingering close: how a stream connection closes after its last response, and at a
+//! timeout (the write timeout, the TLS handshake's).
 //!
 //! Closing a socket whose receive queue still holds data makes the kernel send a reset,
 //! and a reset can destroy the response the client has not read yet (a 413 to a client
-//! still sending its body, the answer before a pipelined request we will not serve). So a
-//! graceful close that finds unread input first shuts our side (a FIN after the output),
+//! still sending its body, the answer before a pipelined request we will not serve, what
+//! the kernel still holds for a client that paused reading past the write timeout). So a
+//! close that finds unread input first shuts our side (a FIN after the output),
 //! then reads and drops what the peer still sends until its own FIN, a byte bound or a
 //! deadline (`Config::linger_timeout`, `Config::linger_max_bytes`), and only then closes.
 //! A close that finds nothing unread (the usual one) closes at once: lingering costs a

@@ -176,8 +176,9 @@ struct Io {
 
 /// A closing connection's last stage (see `Io::after_output`).
 enum AfterOutput {
-    /// Dropping what the peer still sends until its FIN (a graceful close).
-    Linger(linger::Linger),
+    /// Dropping what the peer still sends until its FIN (a graceful close, or one at a
+    /// timeout: then with the error `on_close` is told).
+    Linger(linger::Linger, Option<io::Error>),
     /// The socket goes to another owner (`Conn::detach`).
     #[cfg(feature = "hyper")]
     Handoff(Box<Handoff>),
@@ -338,18 +339,18 @@ impl ConnInner {
             return self.close_now(&conn, Some(e));
         }
         if let Some(done) = self.linger_round() {
-            if done {
-                self.close_now(&conn, None);
+            if let Some(why) = done {
+                self.close_now(&conn, why);
             }
             return;
         }
         if ev & EV_WAKE != 0 && self.write_stalled() {
             let e = io::Error::new(io::ErrorKind::TimedOut, "the peer stopped reading");
-            return self.close_now(&conn, Some(e));
+            return self.close_timed_out(&conn, e);
         }
         if ev & EV_WAKE != 0 && self.handshake_expired() {
             let e = io::Error::new(io::ErrorKind::TimedOut, "the TLS handshake timed out");
-            return self.close_now(&conn, Some(e));
+            return self.close_timed_out(&conn, e);
         }
         let mut handler = self.handler.lock().unwrap().clone();
         let mut err = None;
@@ -640,7 +641,7 @@ impl ConnInner {
                 return self.hand_over(conn, handoff);
             }
             if ending & F_CLOSING != 0 {
-                if self.start_linger(&mut io) {
+                if self.start_linger(&mut io, &mut None) {
                     drop(io);
                     self.lp
                         .rearm(self.fd, self.token.load(Ordering::Acquire), Interest::READ);
@@ -724,7 +725,32 @@ impl ConnInner {
         handoff(socket);
     }
 
-    fn start_linger(self: &Arc<Self>, io: &mut Io) -> bool {
+    /// Closes at a timeout the way a graceful close does, so that a reset does not destroy
+    /// what the kernel already holds for the peer (a response it has not read yet): what
+    /// is still queued here is dropped (the peer is not taking it, or the handshake it
+    /// belongs to is over), and with input left unread the connection lingers (see
+    /// `linger`) before it closes. `on_close` gets `err` either way.
+    fn close_timed_out(self: &Arc<Self>, conn: &Conn, err: io::Error) {
+        self.set(F_CLOSING);
+        let mut io = self.io.lock().unwrap();
+        let before = io.queued();
+        io.out.clear();
+        io.stall = None;
+        io.layer = None;
+        self.account(before, 0);
+        let mut err = Some(err);
+        let lingering = self.start_linger(&mut io, &mut err);
+        drop(io);
+        if lingering {
+            self.lp
+                .rearm(self.fd, self.token.load(Ordering::Acquire), Interest::READ);
+            return;
+        }
+        self.close_now(conn, err);
+    }
+
+    /// `why`: what `on_close` is told when the lingering ends (taken if it starts).
+    fn start_linger(self: &Arc<Self>, io: &mut Io, why: &mut Option<io::Error>) -> bool {
         let Some(timeout) = self.rt.config.linger_timeout else {
             return false;
         };
@@ -738,7 +764,7 @@ impl ConnInner {
         let waker = Waker::from(self.clone());
         match linger::Linger::start(self.fd, timeout, &waker) {
             Ok(l) => {
-                io.after_output = Some(Box::new(AfterOutput::Linger(l)));
+                io.after_output = Some(Box::new(AfterOutput::Linger(l, why.take())));
                 true
             }
             Err(_) => false,
@@ -746,19 +772,19 @@ impl ConnInner {
     }
 
     /// A round of a lingering connection: None if it is not lingering, else whether it
-    /// is time to close.
-    fn linger_round(&self) -> Option<bool> {
+    /// is time to close, with what `on_close` is told.
+    fn linger_round(&self) -> Option<Option<Option<io::Error>>> {
         let mut io = self.io.lock().unwrap();
-        let Some(AfterOutput::Linger(l)) = io.after_output.as_deref_mut() else {
+        let Some(AfterOutput::Linger(l, why)) = io.after_output.as_deref_mut() else {
             return None;
         };
         let close = match l.round(self.fd, self.rt.config.linger_max_bytes) {
-            linger::Outcome::Close => true,
-            linger::Outcome::Wait => false,
+            linger::Outcome::Close => Some(why.take()),
+            linger::Outcome::Wait => None,
         };
         io.in_round = false;
         drop(io);
-        if !close {
+        if close.is_none() {
             self.lp
                 .rearm(self.fd, self.token.load(Ordering::Acquire), Interest::READ);
         }
