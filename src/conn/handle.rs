@@ -147,6 +147,12 @@ impl Conn {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
+    /// True if the peer has sent bytes this connection has not handled yet: unread in
+    /// the socket, or a partial record its layer (TLS) keeps.
+    pub(crate) fn input_waiting(&self) -> bool {
+        self.inner.input_waiting()
+    }
+
     /// True until the connection is closed.
     pub fn is_open(&self) -> bool {
         self.inner.io.lock().unwrap().open

@@ -241,6 +241,24 @@ impl ConnInner {
         timer.is_elapsed()
     }
 
+    /// Closes the connection if its layer is still in its handshake (a graceful drain:
+    /// no request can be in flight on it yet).
+    pub(crate) fn close_in_handshake(self: &Arc<Self>) {
+        if self.layer_opening() {
+            Conn {
+                inner: self.clone(),
+            }
+            .close();
+        }
+    }
+
+    /// See `Conn::input_waiting`.
+    pub(super) fn input_waiting(&self) -> bool {
+        let io = self.io.lock().unwrap();
+        let kept = io.layer.as_deref().is_some_and(|l| !l.kept.is_empty());
+        kept || io.fd.is_some() && crate::sys::socket::has_input(self.fd)
+    }
+
     /// True while a layer is still in its handshake (the handler has not been opened).
     pub(super) fn layer_opening(&self) -> bool {
         if !self.flag(F_LAYER) {

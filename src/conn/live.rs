@@ -9,16 +9,30 @@
 //! an [`Admission`] in its context slot as it accepts it; the server's `on_open` claims
 //! it (the count passes to the server, which leaves it when the connection closes), and a
 //! connection that closes first drops it with its context.
+//!
+//! A connection still in its TLS handshake when the drain begins has no request in flight
+//! and would hold the drain for up to its handshake timeout: the drain closes it (as it
+//! closes an opened connection that sent nothing), so the count keeps the unclaimed ones.
 
+use super::ConnInner;
 use crate::sync_notify::Notify;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 /// Connections a drain waits for, and whether draining has begun.
 pub(crate) struct LiveCount {
     live: AtomicUsize,
     draining: AtomicBool,
     drained: Notify,
+    /// Admitted connections not claimed yet (by admission number).
+    unclaimed: Mutex<Unclaimed>,
+}
+
+#[derive(Default)]
+struct Unclaimed {
+    next: u64,
+    conns: HashMap<u64, Weak<ConnInner>>,
 }
 
 impl LiveCount {
@@ -27,6 +41,7 @@ impl LiveCount {
             live: AtomicUsize::new(0),
             draining: AtomicBool::new(false),
             drained: Notify::new(),
+            unclaimed: Mutex::default(),
         }
     }
 
@@ -49,6 +64,21 @@ impl LiveCount {
         if self.live.load(Ordering::Acquire) == 0 {
             self.drained.notify();
         }
+        let unclaimed: Vec<_> = self
+            .unclaimed
+            .lock()
+            .unwrap()
+            .conns
+            .values()
+            .cloned()
+            .collect();
+        for conn in unclaimed.iter().filter_map(Weak::upgrade) {
+            conn.close_in_handshake();
+        }
+    }
+
+    fn forget_unclaimed(&self, key: u64) {
+        self.unclaimed.lock().unwrap().conns.remove(&key);
     }
 
     pub fn draining(&self) -> bool {
@@ -63,19 +93,35 @@ impl LiveCount {
 
 /// An accepted connection's place in its server's [`LiveCount`] until the server's
 /// `on_open` claims it; dropped (the place given up) if the connection closes before.
-pub(crate) struct Admission(Option<Arc<LiveCount>>);
+pub(crate) struct Admission {
+    count: Option<Arc<LiveCount>>,
+    key: u64,
+}
 
 impl Admission {
-    pub fn new(count: &Arc<LiveCount>) -> Admission {
+    /// `conn`: what a drain closes if it is still in its handshake then.
+    pub fn new(count: &Arc<LiveCount>, conn: Weak<ConnInner>) -> Admission {
         count.entered();
-        Admission(Some(count.clone()))
+        let mut unclaimed = count.unclaimed.lock().unwrap();
+        let key = unclaimed.next;
+        unclaimed.next += 1;
+        unclaimed.conns.insert(key, conn);
+        drop(unclaimed);
+        Admission {
+            count: Some(count.clone()),
+            key,
+        }
     }
 
     /// Counts the connection in `count` from now on, for good (the caller owes the
     /// [`LiveCount::left`]): the admission's own place when it is `count`'s, else a new
     /// one (an admission of another server is given up).
     pub fn claim(mut self, count: &LiveCount) {
-        match self.0.take() {
+        let own = self.count.take();
+        if let Some(own) = &own {
+            own.forget_unclaimed(self.key);
+        }
+        match own {
             Some(own) if std::ptr::eq(&*own, count) => {}
             other => {
                 count.entered();
@@ -89,7 +135,8 @@ impl Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        if let Some(count) = self.0.take() {
+        if let Some(count) = self.count.take() {
+            count.forget_unclaimed(self.key);
             count.left();
         }
     }
@@ -110,7 +157,7 @@ mod tests {
     #[test]
     fn an_admitted_connection_holds_the_drain_until_it_is_claimed_and_leaves() {
         let count = Arc::new(LiveCount::new());
-        let admission = Admission::new(&count);
+        let admission = Admission::new(&count, Weak::new());
         count.start_draining();
         assert!(!is_drained(&count), "accepted, not yet opened");
         admission.claim(&count);
@@ -122,7 +169,7 @@ mod tests {
     #[test]
     fn an_admission_dropped_unclaimed_gives_its_place_up() {
         let count = Arc::new(LiveCount::new());
-        let admission = Admission::new(&count);
+        let admission = Admission::new(&count, Weak::new());
         count.start_draining();
         drop(admission);
         assert!(is_drained(&count));
@@ -131,7 +178,7 @@ mod tests {
     #[test]
     fn an_admission_claimed_by_another_server_moves_there() {
         let (a, b) = (Arc::new(LiveCount::new()), Arc::new(LiveCount::new()));
-        Admission::new(&a).claim(&b);
+        Admission::new(&a, Weak::new()).claim(&b);
         a.start_draining();
         b.start_draining();
         assert!(is_drained(&a));

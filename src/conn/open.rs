@@ -154,7 +154,8 @@ impl Source<Runtime> for Listener {
                         EV_OPEN,
                     );
                     if let Some(count) = &self.admit {
-                        *inner.context() = Some(Box::new(Admission::new(count)));
+                        *inner.context() =
+                            Some(Box::new(Admission::new(count, Arc::downgrade(&inner))));
                     }
                     if same {
                         ctx.register(raw, inner);

@@ -345,7 +345,7 @@ where
         conn.set_context(state);
         with_state::<S, B, _>(conn, |st| {
             if draining {
-                st.h1.drain();
+                st.h1.drain(conn.input_waiting());
             }
             with_round_output(|out| st.drive(conn, &shared.config, out))
         });
@@ -406,8 +406,13 @@ where
         let cfg = &self.shared.config;
         let draining = data.is_empty() && self.shared.live.draining();
         let upgrade = with_state::<S, B, _>(conn, |st| {
-            let mut seen = std::mem::take(&mut st.sniffed);
+            if draining {
+                st.h1.drain(!st.sniffed.is_empty() || conn.input_waiting());
+            }
+            // Taken only by a round that reads: a wake-up must not lose them.
+            let mut seen: Vec<u8>;
             let input = if !data.is_empty() && st.h1.is_fresh() {
+                seen = std::mem::take(&mut st.sniffed);
                 if !seen.is_empty() {
                     seen.extend_from_slice(data);
                 }
@@ -423,9 +428,6 @@ where
             } else {
                 data
             };
-            if draining {
-                st.h1.drain();
-            }
             Round::Done(with_round_output(|out| {
                 st.receive(conn, input, cfg, out);
                 st.drive(conn, cfg, out)

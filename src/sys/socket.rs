@@ -225,6 +225,21 @@ pub(crate) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// True if the socket holds bytes not yet read (they stay there: a peek).
+pub(crate) fn has_input(fd: RawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: `byte` is valid for a write of one byte.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n > 0
+}
+
 /// Writes as much of `bufs` as the socket takes now, in one call, without SIGPIPE.
 #[inline]
 pub(crate) fn send_vectored(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {

@@ -539,13 +539,15 @@ impl<B: BodySink, X> ServerConn<B, X> {
     }
 
     /// Graceful shutdown: no new request is read; those in flight are answered (the last
-    /// with `connection: close`). A connection that has not had its first request yet, or
-    /// is within a head, still gets that one: its client has sent it or is sending it, and
-    /// closing would fail it (the header-read timeout bounds the wait).
-    pub(crate) fn drain(&mut self) {
+    /// with `connection: close`). A request begun (within a head, or `input_waiting`: the
+    /// driver holds or the socket has bytes not yet given here) is still read and answered
+    /// as the last: its client has sent it, and closing would fail it (the header-read
+    /// timeout bounds the wait). A connection with nothing in flight and nothing sent,
+    /// new or between keep-alive requests, closes at once, as hyper's does.
+    pub(crate) fn drain(&mut self, input_waiting: bool) {
         match &mut self.reading {
             Reading::Body(b) => b.last = true,
-            Reading::Head { started } if self.served == 0 || started.is_some() => {
+            Reading::Head { started } if input_waiting || started.is_some() => {
                 self.last_request = true;
             }
             Reading::Head { .. } | Reading::UpgradeWaits => self.reading = Reading::Stopped,

@@ -821,7 +821,7 @@ fn peer_close_fails_a_body_and_closes_after_the_answers() {
 fn drain_answers_what_is_in_flight_then_closes() {
     let mut h = harness();
     h.feed(GET_A);
-    h.conn.drain();
+    h.conn.drain(false);
     h.feed(GET_B);
     assert_eq!(h.svc.requests, ["GET /a"], "no new request once draining");
     assert_eq!(h.respond(200, "a"), After::Close);
@@ -832,17 +832,27 @@ fn drain_answers_what_is_in_flight_then_closes() {
     h.feed(GET_A);
     assert_eq!(h.respond(200, "a"), After::Next);
     assert_eq!(h.take_out(), ok("a"));
-    h.conn.drain();
+    h.conn.drain(false);
     assert!(h.end().close);
 }
 
 #[test]
-fn drain_still_answers_a_first_request_or_one_begun() {
-    // Accepted just before the shutdown, its request not here yet: it is answered, as
-    // the connection's last.
+fn drain_closes_a_connection_that_sent_nothing() {
+    // Accepted, no byte sent: closed at once (hyper does the same).
     let mut h = harness();
-    h.conn.drain();
-    assert!(!h.end().close, "waits for its first request");
+    h.conn.drain(false);
+    assert!(h.end().close);
+    h.feed(GET_A);
+    assert!(h.svc.requests.is_empty(), "{:?}", h.svc.requests);
+}
+
+#[test]
+fn drain_still_answers_a_request_begun_or_waiting() {
+    // Accepted just before the shutdown, its request in the socket, not read yet: it is
+    // answered, as the connection's last.
+    let mut h = harness();
+    h.conn.drain(true);
+    assert!(!h.end().close, "waits for the request it was sent");
     h.feed(GET_A);
     h.feed(GET_B);
     assert_eq!(h.svc.requests, ["GET /a"]);
@@ -855,7 +865,7 @@ fn drain_still_answers_a_first_request_or_one_begun() {
     assert_eq!(h.respond(200, "a"), After::Next);
     h.take_out();
     h.feed(&GET_B[..10]);
-    h.conn.drain();
+    h.conn.drain(false);
     h.feed(&GET_B[10..]);
     assert_eq!(h.svc.requests, ["GET /a", "GET /b"]);
     assert_eq!(h.respond(200, "b"), After::Close);
