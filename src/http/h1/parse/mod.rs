@@ -193,7 +193,9 @@ pub(crate) struct RequestHead {
     pub keep_alive: bool,
     /// `Expect: 100-continue` on an HTTP/1.1 request.
     pub expect_continue: bool,
-    /// HTTP/1.1 request with an `upgrade` Connection option and an Upgrade header.
+    /// The connection may leave HTTP/1 after this request: an HTTP/1.1 request with an
+    /// `upgrade` Connection option and an Upgrade header (a `101` switches), or a
+    /// CONNECT (a `2xx` makes it a tunnel, RFC 9110 §9.3.6).
     pub upgrade: bool,
 }
 
@@ -547,6 +549,7 @@ fn build_head(
         }
     };
 
+    let connect = method == Method::CONNECT;
     Ok(RequestHead {
         method,
         uri,
@@ -559,7 +562,7 @@ fn build_head(
             conn_keep_alive && !conn_close
         },
         expect_continue: http11 && expect_continue,
-        upgrade: http11 && conn_upgrade && has_upgrade,
+        upgrade: http11 && conn_upgrade && has_upgrade || connect,
     })
 }
 

@@ -211,6 +211,8 @@ enum Continue {
 struct Slot<X> {
     version: Version,
     head_only: bool,
+    /// A CONNECT: a `2xx` answer has no framing (the tunnel follows it).
+    connect: bool,
     keep_alive: bool,
     state: SlotState<X>,
 }
@@ -405,6 +407,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             }),
         };
         let head_only = head.method == Method::HEAD;
+        let connect = head.method == Method::CONNECT;
         let cont = if expect_continue {
             Continue::Owed
         } else {
@@ -435,6 +438,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         self.queue.push_back(Slot {
             version,
             head_only,
+            connect,
             keep_alive,
             state: SlotState::Pending(exchange),
         });
@@ -450,6 +454,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         self.queue.push_back(Slot {
             version,
             head_only: false,
+            connect: false,
             keep_alive: false,
             state: SlotState::Canned(status),
         });
@@ -677,7 +682,18 @@ impl<B: BodySink, X> ServerConn<B, X> {
             self.reading = Reading::Upgraded { switched: true };
             return Started::Done(After::Next);
         }
-        let framing = framing_for(slot.head_only, parts.status, exact, slot.version);
+        // A `2xx` to CONNECT carries neither Content-Length nor Transfer-Encoding (RFC 9110
+        // §9.3.6): the tunnel's bytes follow the head. Here, no tunnel does (hyper's path
+        // takes CONNECT when it can, see `Dispatch::hands_off`): the connection ends after
+        // the head, and what the client sent after its CONNECT is never read as HTTP.
+        let tunnel = slot.connect && parts.status.is_success();
+        let framing = if tunnel {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.remove(header::TRANSFER_ENCODING);
+            BodyFraming::Empty
+        } else {
+            framing_for(slot.head_only, parts.status, exact, slot.version)
+        };
         slot.keep_alive = slot.keep_alive
             && !body_unsent
             && !last_before_close

@@ -516,6 +516,33 @@ fn upgrade_waits_for_the_responses_before_it() {
     assert_eq!(h.take_out(), ok("a"));
 }
 
+/// A `2xx` to CONNECT answered here (no hand-off: TLS, or no hyper) has no framing, and
+/// the connection ends after it: the tunnel's bytes are never read as HTTP.
+#[test]
+fn connect_answered_here_has_no_framing_and_ends_the_connection() {
+    let mut h = harness();
+    h.feed(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\nGET /in-the-tunnel HTTP/1.1\r\nHost: h\r\n\r\n");
+    assert_eq!(h.svc.requests, ["CONNECT example.com:443"]);
+    // The app's body length is not written (Body::empty() has an exact size of 0).
+    assert_eq!(
+        h.respond_parts(200, &[("content-length", "0")], Some(0), ""),
+        After::Close
+    );
+    let date = std::str::from_utf8(DATE).unwrap();
+    assert_eq!(
+        h.take_out(),
+        format!("HTTP/1.1 200 OK\r\ndate: {date}\r\nconnection: close\r\n\r\n")
+    );
+    assert!(h.settle().close);
+    assert_eq!(h.svc.requests, ["CONNECT example.com:443"]);
+    // A refusal is an ordinary response, framed; the connection ends after it too.
+    let mut h = harness();
+    h.feed(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+    assert_eq!(h.respond(403, "no"), After::Close);
+    assert!(h.take_out().contains("content-length: 2\r\n"));
+    assert!(h.end().close);
+}
+
 #[test]
 fn upgrade_not_handed_off_is_a_last_plain_request() {
     let mut h = harness();
