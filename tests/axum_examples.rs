@@ -110,7 +110,7 @@ fn closed_within(s: &mut TcpStream, within: Duration) -> Duration {
 }
 
 #[test]
-fn graceful_shutdown_closes_connections_with_nothing_in_flight_at_once() {
+fn graceful_shutdown_closes_connections_with_nothing_in_flight_promptly() {
     bounded(LIMIT, || {
         let mut app = Running::start(None, ServerConfig::default());
         // Accepted, nothing sent.
@@ -164,6 +164,37 @@ fn graceful_shutdown_answers_a_request_already_sent() {
         assert_eq!((r.status, r.text().as_str()), (200, "hi"));
         assert!(r.closes(), "{r:?}");
         c.expect_closed(Duration::from_secs(1));
+        app.resolved(Duration::from_secs(3));
+    });
+}
+
+/// A connection accepted just before the signal has `drain_first_request_grace` from its
+/// accept to begin its first request: sent within it, it is answered; sent nothing, it
+/// closes when the grace is over, not at its idle timeout.
+#[test]
+fn graceful_shutdown_gives_a_new_connection_the_grace_for_its_first_request() {
+    bounded(LIMIT, || {
+        let grace = Duration::from_millis(400);
+        let mut app = Running::start(
+            None,
+            ServerConfig::default().with_drain_first_request_grace(grace),
+        );
+        let mut late = Client::connect(app.addr);
+        let mut silent = connect(app.addr);
+        let accepted = Instant::now();
+        thread::sleep(Duration::from_millis(50));
+        app.signal();
+        thread::sleep(Duration::from_millis(100));
+        late.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = late.response();
+        assert_eq!((r.status, r.text().as_str()), (200, "hi"));
+        assert!(r.closes(), "{r:?}");
+        closed_within(&mut silent, Duration::from_secs(3));
+        let open = accepted.elapsed();
+        assert!(
+            open + Duration::from_millis(20) >= grace && open < grace * 2,
+            "closed {open:?} after its accept (grace {grace:?})"
+        );
         app.resolved(Duration::from_secs(3));
     });
 }
@@ -252,7 +283,7 @@ fn graceful_shutdown_sends_goaway_and_closes_idle_http2_connections() {
 }
 
 #[test]
-fn graceful_shutdown_closes_idle_and_handshaking_tls_connections_at_once() {
+fn graceful_shutdown_closes_idle_and_handshaking_tls_connections_promptly() {
     bounded(LIMIT, || {
         let pki = Pki::new();
         let leaf = pki.server(&["localhost"]);

@@ -11,28 +11,30 @@
 //! connection that closes first drops it with its context.
 //!
 //! A connection still in its TLS handshake when the drain begins has no request in flight
-//! and would hold the drain for up to its handshake timeout: the drain closes it (as it
-//! closes an opened connection that sent nothing), so the count keeps the unclaimed ones.
+//! and would hold the drain for up to its handshake timeout: the drain closes it once it
+//! has had the grace a new connection gets (as the HTTP server closes an opened
+//! connection that sent nothing), so the count keeps the unclaimed ones.
 
 use super::ConnInner;
 use crate::sync_notify::Notify;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 /// Connections a drain waits for, and whether draining has begun.
 pub(crate) struct LiveCount {
     live: AtomicUsize,
     draining: AtomicBool,
     drained: Notify,
-    /// Admitted connections not claimed yet (by admission number).
+    /// Admitted connections not claimed yet (by admission number), with their accept.
     unclaimed: Mutex<Unclaimed>,
 }
 
 #[derive(Default)]
 struct Unclaimed {
     next: u64,
-    conns: HashMap<u64, Weak<ConnInner>>,
+    conns: HashMap<u64, (Weak<ConnInner>, Instant)>,
 }
 
 impl LiveCount {
@@ -58,12 +60,15 @@ impl LiveCount {
     }
 
     /// From now on the count reaching zero completes [`drained`](Self::drained) (at once
-    /// if it is zero now).
-    pub fn start_draining(&self) {
+    /// if it is zero now). A connection still in its TLS handshake is closed once `grace`
+    /// from its accept has passed (at once if it has).
+    pub fn start_draining(&self, grace: Duration) {
         self.draining.store(true, Ordering::Release);
         if self.live.load(Ordering::Acquire) == 0 {
             self.drained.notify();
         }
+        let now = Instant::now();
+        let mut later: Vec<(Instant, Weak<ConnInner>)> = Vec::new();
         let unclaimed: Vec<_> = self
             .unclaimed
             .lock()
@@ -72,9 +77,26 @@ impl LiveCount {
             .values()
             .cloned()
             .collect();
-        for conn in unclaimed.iter().filter_map(Weak::upgrade) {
-            conn.close_in_handshake();
+        for (conn, accepted) in unclaimed {
+            let at = accepted + grace;
+            if at > now {
+                later.push((at, conn));
+            } else if let Some(conn) = conn.upgrade() {
+                conn.close_in_handshake();
+            }
         }
+        if later.is_empty() {
+            return;
+        }
+        later.sort_by_key(|(at, _)| *at);
+        drop(crate::spawn(async move {
+            for (at, conn) in later {
+                crate::time::sleep_until(at).await;
+                if let Some(conn) = conn.upgrade() {
+                    conn.close_in_handshake();
+                }
+            }
+        }));
     }
 
     fn forget_unclaimed(&self, key: u64) {
@@ -105,7 +127,7 @@ impl Admission {
         let mut unclaimed = count.unclaimed.lock().unwrap();
         let key = unclaimed.next;
         unclaimed.next += 1;
-        unclaimed.conns.insert(key, conn);
+        unclaimed.conns.insert(key, (conn, Instant::now()));
         drop(unclaimed);
         Admission {
             count: Some(count.clone()),
@@ -158,7 +180,7 @@ mod tests {
     fn an_admitted_connection_holds_the_drain_until_it_is_claimed_and_leaves() {
         let count = Arc::new(LiveCount::new());
         let admission = Admission::new(&count, Weak::new());
-        count.start_draining();
+        count.start_draining(Duration::ZERO);
         assert!(!is_drained(&count), "accepted, not yet opened");
         admission.claim(&count);
         assert!(!is_drained(&count), "opened");
@@ -170,7 +192,7 @@ mod tests {
     fn an_admission_dropped_unclaimed_gives_its_place_up() {
         let count = Arc::new(LiveCount::new());
         let admission = Admission::new(&count, Weak::new());
-        count.start_draining();
+        count.start_draining(Duration::ZERO);
         drop(admission);
         assert!(is_drained(&count));
     }
@@ -179,8 +201,8 @@ mod tests {
     fn an_admission_claimed_by_another_server_moves_there() {
         let (a, b) = (Arc::new(LiveCount::new()), Arc::new(LiveCount::new()));
         Admission::new(&a, Weak::new()).claim(&b);
-        a.start_draining();
-        b.start_draining();
+        a.start_draining(Duration::ZERO);
+        b.start_draining(Duration::ZERO);
         assert!(is_drained(&a));
         assert!(!is_drained(&b));
         b.left();

@@ -47,6 +47,12 @@ pub struct ServerConfig {
     /// With TLS (`serve(..).with_tls(..)`): how long a handshake may take before the
     /// connection is closed.
     pub tls_handshake_timeout: Option<Duration>,
+    /// Graceful shutdown: how long after it was accepted a connection that has sent
+    /// nothing yet may still finish its TLS handshake and begin its first request (then
+    /// answered as its last). One open longer closes when the drain begins, as hyper
+    /// closes it; this spares a client whose connection was accepted just before the
+    /// signal (a restart under load fails nothing). Zero: closed at once, as hyper does.
+    pub drain_first_request_grace: Duration,
     /// HTTP/2: h2c on or off, HTTP/2 only, SETTINGS and the protections' bounds. The
     /// preface and first SETTINGS must come within `header_read_timeout`; an HTTP/2
     /// connection with no stream open closes after `idle_timeout`.
@@ -74,6 +80,7 @@ impl Default for ServerConfig {
             max_pipelined: 64,
             response_buffer: 64 * 1024,
             tls_handshake_timeout: Some(Duration::from_secs(10)),
+            drain_first_request_grace: Duration::from_millis(500),
             http2: Http2Config::default(),
             #[cfg(feature = "http3")]
             http3: Http3Config::default(),
@@ -96,6 +103,7 @@ config_setters!(ServerConfig {
     set with_max_pipelined => max_pipelined: usize,
     set with_response_buffer => response_buffer: usize,
     opt with_tls_handshake_timeout => tls_handshake_timeout: Duration,
+    set with_drain_first_request_grace => drain_first_request_grace: Duration,
     set with_http2 => http2: Http2Config,
 });
 

@@ -162,7 +162,8 @@ impl<M> Shared<M> {
     /// Graceful shutdown: idle connections close now, busy ones after their response.
     pub(crate) fn start_draining(&self) {
         // Set first, so that the connections woken below see it.
-        self.live.start_draining();
+        self.live
+            .start_draining(self.config.drain_first_request_grace);
         #[cfg(feature = "http3")]
         self.drain_started.notify();
         // A snapshot: the list itself stays, so a connection closing meanwhile is still

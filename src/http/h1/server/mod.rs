@@ -241,6 +241,9 @@ pub(crate) struct ServerConn<B, X> {
     /// Graceful shutdown while a first request (or one begun) was still to come: it is
     /// read and answered as the connection's last.
     last_request: bool,
+    /// Graceful shutdown found a new connection with nothing sent: its first request
+    /// must begin within `drain_first_request_grace` of its opening.
+    first_request_grace: bool,
     /// When the queue last became empty (for the idle timeout).
     idle_since: Instant,
 }
@@ -255,6 +258,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             held_back: false,
             served: 0,
             last_request: false,
+            first_request_grace: false,
             idle_since: now,
         }
     }
@@ -547,13 +551,18 @@ impl<B: BodySink, X> ServerConn<B, X> {
     /// with `connection: close`). A request begun (within a head, or `input_waiting`: the
     /// driver holds or the socket has bytes not yet given here) is still read and answered
     /// as the last: its client has sent it, and closing would fail it (the header-read
-    /// timeout bounds the wait). A connection with nothing in flight and nothing sent,
-    /// new or between keep-alive requests, closes at once, as hyper's does.
+    /// timeout bounds the wait). A connection between keep-alive requests closes at once,
+    /// as hyper's does; a new one with nothing sent waits for its first request only
+    /// until `drain_first_request_grace` after it opened (see `deadline`).
     pub(crate) fn drain(&mut self, input_waiting: bool) {
         match &mut self.reading {
             Reading::Body(b) => b.last = true,
             Reading::Head { started } if input_waiting || started.is_some() => {
                 self.last_request = true;
+            }
+            Reading::Head { .. } if self.served == 0 => {
+                self.last_request = true;
+                self.first_request_grace = true;
             }
             Reading::Head { .. } | Reading::UpgradeWaits => self.reading = Reading::Stopped,
             Reading::Switching | Reading::Upgraded { .. } | Reading::Stopped => {}
@@ -944,9 +953,17 @@ impl<B: BodySink, X> ServerConn<B, X> {
             } => cfg
                 .header_read_timeout
                 .map(|t| (*started + t, Timeout::Head)),
-            Reading::Head { started: None } if !busy => cfg
-                .idle_timeout
-                .map(|t| (self.idle_since + t, Timeout::Idle)),
+            Reading::Head { started: None } if !busy => {
+                let idle = cfg.idle_timeout.map(|t| self.idle_since + t);
+                // Draining, a first request not begun has only the grace.
+                let grace = self
+                    .first_request_grace
+                    .then(|| self.idle_since + cfg.drain_first_request_grace);
+                idle.into_iter()
+                    .chain(grace)
+                    .min()
+                    .map(|at| (at, Timeout::Idle))
+            }
             Reading::Body(b) if b.cont != Continue::Owed && !reads_paused && b.sink.has_room() => {
                 cfg.body_read_timeout
                     .map(|t| (b.progress + t, Timeout::Body))

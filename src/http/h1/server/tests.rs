@@ -864,20 +864,39 @@ fn drain_answers_what_is_in_flight_then_closes() {
 }
 
 #[test]
-fn drain_closes_a_connection_that_sent_nothing() {
-    // Accepted, no byte sent: closed at once (hyper does the same).
+fn drain_closes_a_connection_that_sent_nothing_after_the_grace() {
+    let grace = ServerConfig::default().drain_first_request_grace;
+    // Accepted just before the shutdown, nothing sent: it waits for its first request
+    // until the grace from its opening has passed, then closes.
     let mut h = harness();
+    h.advance(grace - Duration::from_millis(1));
     h.conn.drain(false);
+    let a = h.end();
+    assert!(!a.close && a.read, "{a:?}");
+    assert_eq!(a.deadline, Some(h.now + Duration::from_millis(1)));
+    h.advance(Duration::from_millis(1));
     assert!(h.end().close);
     h.feed(GET_A);
     assert!(h.svc.requests.is_empty(), "{:?}", h.svc.requests);
+    // Open longer than that: closed at once (hyper does the same).
+    let mut h = harness();
+    h.advance(grace);
+    h.conn.drain(false);
+    assert!(h.end().close);
+    // With no grace, even a new one.
+    let mut h = Harness::<false>::new(
+        ServerConfig::default().with_drain_first_request_grace(Duration::ZERO),
+    );
+    h.conn.drain(false);
+    assert!(h.end().close);
 }
 
 #[test]
 fn drain_still_answers_a_request_begun_or_waiting() {
-    // Accepted just before the shutdown, its request in the socket, not read yet: it is
-    // answered, as the connection's last.
+    // Open for a while, its request in the socket, not read yet: it is answered, as the
+    // connection's last.
     let mut h = harness();
+    h.advance(Duration::from_secs(5));
     h.conn.drain(true);
     assert!(!h.end().close, "waits for the request it was sent");
     h.feed(GET_A);
