@@ -9,6 +9,7 @@
 //! The layer itself is a sans-IO machine (`crate::tls::Session`); this module is its
 //! driver on the connection: buffers, the handshake deadline, sealing ahead of the socket.
 
+use super::live::Admission;
 use super::output::Output;
 use super::{
     Conn, ConnInner, Handler, Io, ReadEnd, F_CLOSING, F_EOF, F_LAYER, F_LAYER_REPLAY,
@@ -204,6 +205,14 @@ impl ConnInner {
             lio.timer = Some(Box::new(timer));
         }
         self.io.lock().unwrap().layer = Some(Box::new(lio));
+        // A drain that counts this connection watches it through its handshake.
+        if let Some(admission) = self
+            .context()
+            .as_mut()
+            .and_then(|c| c.downcast_mut::<Admission>())
+        {
+            admission.watch(Arc::downgrade(self));
+        }
         *self.handler.lock().unwrap() = next;
         self.set(F_NEW_HANDLER | F_LAYER);
     }

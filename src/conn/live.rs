@@ -13,7 +13,8 @@
 //! A connection still in its TLS handshake when the drain begins has no request in flight
 //! and would hold the drain for up to its handshake timeout: the drain closes it once it
 //! has had the grace a new connection gets (as the HTTP server closes an opened
-//! connection that sent nothing), so the count keeps the unclaimed ones.
+//! connection that sent nothing), so the count keeps the unclaimed ones that started a
+//! layer ([`Admission::watch`]; a plain connection is opened at once and costs no lock).
 
 use super::ConnInner;
 use crate::sync_notify::Notify;
@@ -27,7 +28,7 @@ pub(crate) struct LiveCount {
     live: AtomicUsize,
     draining: AtomicBool,
     drained: Notify,
-    /// Admitted connections not claimed yet (by admission number), with their accept.
+    /// Admitted connections in their handshake (by admission number), with when it began.
     unclaimed: Mutex<Unclaimed>,
 }
 
@@ -61,7 +62,7 @@ impl LiveCount {
 
     /// From now on the count reaching zero completes [`drained`](Self::drained) (at once
     /// if it is zero now). A connection still in its TLS handshake is closed once `grace`
-    /// from its accept has passed (at once if it has).
+    /// from the handshake's start has passed (at once if it has).
     pub fn start_draining(&self, grace: Duration) {
         self.draining.store(true, Ordering::Release);
         if self.live.load(Ordering::Acquire) == 0 {
@@ -77,8 +78,8 @@ impl LiveCount {
             .values()
             .cloned()
             .collect();
-        for (conn, accepted) in unclaimed {
-            let at = accepted + grace;
+        for (conn, began) in unclaimed {
+            let at = began + grace;
             if at > now {
                 later.push((at, conn));
             } else if let Some(conn) = conn.upgrade() {
@@ -99,10 +100,6 @@ impl LiveCount {
         }));
     }
 
-    fn forget_unclaimed(&self, key: u64) {
-        self.unclaimed.lock().unwrap().conns.remove(&key);
-    }
-
     pub fn draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
     }
@@ -117,21 +114,36 @@ impl LiveCount {
 /// `on_open` claims it; dropped (the place given up) if the connection closes before.
 pub(crate) struct Admission {
     count: Option<Arc<LiveCount>>,
-    key: u64,
+    /// Its place among the count's watched connections (see `watch`).
+    key: Option<u64>,
 }
 
 impl Admission {
-    /// `conn`: what a drain closes if it is still in its handshake then.
-    pub fn new(count: &Arc<LiveCount>, conn: Weak<ConnInner>) -> Admission {
+    pub fn new(count: &Arc<LiveCount>) -> Admission {
         count.entered();
+        Admission {
+            count: Some(count.clone()),
+            key: None,
+        }
+    }
+
+    /// The connection begins a handshake (its layer's): a drain that finds it still in
+    /// it closes `conn` once the grace from now has passed.
+    pub fn watch(&mut self, conn: Weak<ConnInner>) {
+        let (Some(count), None) = (&self.count, self.key) else {
+            return;
+        };
         let mut unclaimed = count.unclaimed.lock().unwrap();
         let key = unclaimed.next;
         unclaimed.next += 1;
         unclaimed.conns.insert(key, (conn, Instant::now()));
-        drop(unclaimed);
-        Admission {
-            count: Some(count.clone()),
-            key,
+        self.key = Some(key);
+    }
+
+    /// Gives up the watch (see `watch`).
+    fn unwatch(&mut self) {
+        if let (Some(count), Some(key)) = (&self.count, self.key.take()) {
+            count.unclaimed.lock().unwrap().conns.remove(&key);
         }
     }
 
@@ -139,11 +151,8 @@ impl Admission {
     /// [`LiveCount::left`]): the admission's own place when it is `count`'s, else a new
     /// one (an admission of another server is given up).
     pub fn claim(mut self, count: &LiveCount) {
-        let own = self.count.take();
-        if let Some(own) = &own {
-            own.forget_unclaimed(self.key);
-        }
-        match own {
+        self.unwatch();
+        match self.count.take() {
             Some(own) if std::ptr::eq(&*own, count) => {}
             other => {
                 count.entered();
@@ -157,8 +166,8 @@ impl Admission {
 
 impl Drop for Admission {
     fn drop(&mut self) {
+        self.unwatch();
         if let Some(count) = self.count.take() {
-            count.forget_unclaimed(self.key);
             count.left();
         }
     }
@@ -179,7 +188,7 @@ mod tests {
     #[test]
     fn an_admitted_connection_holds_the_drain_until_it_is_claimed_and_leaves() {
         let count = Arc::new(LiveCount::new());
-        let admission = Admission::new(&count, Weak::new());
+        let admission = Admission::new(&count);
         count.start_draining(Duration::ZERO);
         assert!(!is_drained(&count), "accepted, not yet opened");
         admission.claim(&count);
@@ -191,7 +200,7 @@ mod tests {
     #[test]
     fn an_admission_dropped_unclaimed_gives_its_place_up() {
         let count = Arc::new(LiveCount::new());
-        let admission = Admission::new(&count, Weak::new());
+        let admission = Admission::new(&count);
         count.start_draining(Duration::ZERO);
         drop(admission);
         assert!(is_drained(&count));
@@ -200,7 +209,7 @@ mod tests {
     #[test]
     fn an_admission_claimed_by_another_server_moves_there() {
         let (a, b) = (Arc::new(LiveCount::new()), Arc::new(LiveCount::new()));
-        Admission::new(&a, Weak::new()).claim(&b);
+        Admission::new(&a).claim(&b);
         a.start_draining(Duration::ZERO);
         b.start_draining(Duration::ZERO);
         assert!(is_drained(&a));

@@ -154,8 +154,7 @@ impl Source<Runtime> for Listener {
                         EV_OPEN,
                     );
                     if let Some(count) = &self.admit {
-                        *inner.context() =
-                            Some(Box::new(Admission::new(count, Arc::downgrade(&inner))));
+                        *inner.context() = Some(Box::new(Admission::new(count)));
                     }
                     if same {
                         ctx.register(raw, inner);

@@ -47,11 +47,12 @@ pub struct ServerConfig {
     /// With TLS (`serve(..).with_tls(..)`): how long a handshake may take before the
     /// connection is closed.
     pub tls_handshake_timeout: Option<Duration>,
-    /// Graceful shutdown: how long after it was accepted a connection that has sent
-    /// nothing yet may still finish its TLS handshake and begin its first request (then
-    /// answered as its last). One open longer closes when the drain begins, as hyper
-    /// closes it; this spares a client whose connection was accepted just before the
-    /// signal (a restart under load fails nothing). Zero: closed at once, as hyper does.
+    /// Graceful shutdown: how long a new connection with nothing sent yet may still take
+    /// to finish its TLS handshake (from its start) and to begin its first request (from
+    /// its opening), which is then answered as its last. One that had longer closes when
+    /// the drain begins, as hyper closes it; the grace spares a client whose connection
+    /// was accepted just before the signal (a restart under load fails nothing). Zero:
+    /// closed at once, as hyper does.
     pub drain_first_request_grace: Duration,
     /// HTTP/2: h2c on or off, HTTP/2 only, SETTINGS and the protections' bounds. The
     /// preface and first SETTINGS must come within `header_read_timeout`; an HTTP/2
