@@ -205,7 +205,10 @@ where
     }
 
     /// Stops accepting when `signal` completes, then waits for open connections to finish
-    /// their requests (idle ones close at once) before the serve future resolves.
+    /// their requests before the serve future resolves. Connections with no request in
+    /// flight close at once (HTTP/2 after a GOAWAY), except one accepted within
+    /// [`ServerConfig::drain_first_request_grace`] that has sent nothing yet: it may still
+    /// finish its TLS handshake and send its first request until then.
     pub fn with_graceful_shutdown<F>(self, signal: F) -> WithGracefulShutdown<M, Marker, F>
     where
         F: Future<Output = ()> + Send + 'static,
