@@ -107,6 +107,8 @@ impl Upgrade {
         self
     }
 
+    /// For the axum extractor's setters.
+    #[cfg(feature = "axum")]
     pub(crate) fn config_mut(&mut self) -> &mut Config {
         &mut self.config
     }
