@@ -1,6 +1,6 @@
 //! Edge-triggered epoll with an eventfd notifier, through direct syscalls.
 
-use super::{socket::cvt, timeout_millis, Event};
+use super::{socket::cvt, Event};
 use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -131,5 +131,17 @@ impl Poller {
             }
         }
         Ok(())
+    }
+}
+
+/// Converts a timeout to whole milliseconds for poll calls, rounding up so a timer never
+/// fires early and a sub-millisecond wait never becomes a busy spin.
+fn timeout_millis(timeout: Option<Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(d) => {
+            let ms = d.as_nanos().div_ceil(1_000_000);
+            ms.min(i32::MAX as u128) as i32
+        }
     }
 }

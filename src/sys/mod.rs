@@ -6,9 +6,16 @@
 //! syscalls (Linux only). The portable one is the `polling` crate in one-shot mode (epoll
 //! on Linux, kqueue on macOS and the BSDs, event ports on illumos), the lowest common
 //! denominator: after each event the source is re-armed once the worker has drained it.
-//! The portable backend runs on Linux too, so the whole test suite exercises its one-shot
-//! re-arming here; the non-Linux branches of `socket` (`cfg(not(target_os = "linux"))`:
-//! recvfrom and sendto loops, sendfile through pread) are neither built nor tested here.
+//!
+//! What runs where: fibr is built and tested on Linux (x86_64) only, its whole suite once
+//! on each backend, so the portable backend's one-shot re-arming is tested here, on
+//! `polling`'s epoll. For macOS, FreeBSD and illumos (x86_64) the library is only known to
+//! compile (`cargo check --lib`, every feature but `tls-aws-lc`); nothing has run there:
+//! not `polling`'s kqueue or event ports, not the non-Linux branches of `socket` (accept
+//! then fcntl, recvfrom and sendto loops instead of recvmmsg/sendmmsg, sendfile through
+//! pread). Linux only: the epoll backend, the relay's `splice(2)`, UDP GSO/GRO, and
+//! `fibr::prefork` (PR_SET_PDEATHSIG, sigtimedwait).
+//! On illumos, [`Config::reuse_port`](crate::Config::reuse_port) is an error.
 //!
 //! fibr is Unix-only: raw descriptors (`std::os::fd`) and libc's socket calls run through
 //! the whole crate, not only this module, so there is no IOCP (Windows) backend, and a
@@ -34,12 +41,17 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// Which readiness poller the event loops use.
+///
+/// Tested on Linux only (both variants: CI runs the whole suite on each). On macOS, FreeBSD
+/// and illumos fibr compiles, with [`Portable`](Backend::Portable) as the default, but has
+/// never run there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// Edge-triggered epoll through direct syscalls (Linux only).
+    /// Edge-triggered epoll through direct syscalls (Linux only; the default there).
     Epoll,
-    /// The `polling` crate in one-shot mode: epoll on Linux, kqueue on macOS and the BSDs,
-    /// event ports on illumos (Unix only: fibr does not build on Windows).
+    /// The `polling` crate in one-shot mode: epoll on Linux (tested here), kqueue on macOS
+    /// and the BSDs, event ports on illumos (those two compile, and are untested). Unix
+    /// only: fibr does not build on Windows.
     Portable,
 }
 
@@ -164,18 +176,6 @@ impl Poller {
             #[cfg(target_os = "linux")]
             Poller::Epoll(p) => p.notify(),
             Poller::Portable(p) => p.notify(),
-        }
-    }
-}
-
-/// Converts a timeout to whole milliseconds for poll calls, rounding up so a timer never
-/// fires early and a sub-millisecond wait never becomes a busy spin.
-pub(crate) fn timeout_millis(timeout: Option<Duration>) -> i32 {
-    match timeout {
-        None => -1,
-        Some(d) => {
-            let ms = d.as_nanos().div_ceil(1_000_000);
-            ms.min(i32::MAX as u128) as i32
         }
     }
 }

@@ -21,9 +21,27 @@ pub(crate) fn cvt<T: Copy + PartialEq + From<i8>>(r: T) -> io::Result<T> {
     }
 }
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// A send to a peer that has gone raises no SIGPIPE (EPIPE is enough). Apple's systems have
+/// SO_NOSIGPIPE on the socket instead (socket2 sets it on the sockets it makes; accepted
+/// ones inherit it from their listener); on illumos SIGPIPE is left to Rust's runtime,
+/// which ignores it in every Rust binary.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_os = "dragonfly",
+    target_os = "netbsd",
+    target_os = "openbsd"
+))]
 const SEND_FLAGS: libc::c_int = libc::MSG_NOSIGNAL;
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_os = "dragonfly",
+    target_os = "netbsd",
+    target_os = "openbsd"
+)))]
 const SEND_FLAGS: libc::c_int = 0;
 
 /// A listening TCP socket, non-blocking, with SO_REUSEADDR (and SO_REUSEPORT if asked).
@@ -36,11 +54,26 @@ pub(crate) fn tcp_listener(
     sock.set_nonblocking(true)?;
     sock.set_reuse_address(true)?;
     if reuse_port {
-        sock.set_reuse_port(true)?;
+        set_reuse_port(&sock)?;
     }
     sock.bind(&addr.into())?;
     sock.listen(backlog)?;
     Ok(sock.into())
+}
+
+#[cfg(not(any(target_os = "illumos", target_os = "solaris")))]
+fn set_reuse_port(sock: &Socket) -> io::Result<()> {
+    sock.set_reuse_port(true)
+}
+
+/// illumos and Solaris have no SO_REUSEPORT with the kernel spreading connections (nor
+/// does socket2 offer one there): asking for it is an error, not a silent no-op.
+#[cfg(any(target_os = "illumos", target_os = "solaris"))]
+fn set_reuse_port(_: &Socket) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "SO_REUSEPORT is not available on illumos or Solaris",
+    ))
 }
 
 /// A listening Unix stream socket at `path` (a stale socket file is not removed).
@@ -93,27 +126,29 @@ pub(crate) fn accept(listener: RawFd) -> io::Result<(OwnedFd, Option<SocketAddr>
     let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
     let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
-    // SAFETY: storage and len describe a writable sockaddr_storage.
-    let fd = cvt(unsafe {
-        libc::accept4(
-            listener,
-            storage.as_mut_ptr().cast(),
-            &mut len,
-            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-        )
-    })?;
+    let fd = {
+        // SAFETY: storage and len describe a writable sockaddr_storage.
+        let fd = cvt(unsafe {
+            libc::accept4(
+                listener,
+                storage.as_mut_ptr().cast(),
+                &mut len,
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            )
+        })?;
+        // SAFETY: accept4 returned a fresh descriptor that nothing else owns.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    };
     #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "freebsd")))]
     let fd = {
-        // SAFETY: as above.
+        // SAFETY: storage and len describe a writable sockaddr_storage.
         let fd = cvt(unsafe { libc::accept(listener, storage.as_mut_ptr().cast(), &mut len) })?;
-        // SAFETY: fd was just returned by accept and is owned here.
+        // SAFETY: accept returned a fresh descriptor that nothing else owns.
         let sock = unsafe { Socket::from_raw_fd(fd) };
         sock.set_nonblocking(true)?;
         sock.set_cloexec(true)?;
-        sock.into_raw_fd()
+        OwnedFd::from(sock)
     };
-    // SAFETY: accept returned a fresh descriptor that nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: the kernel initialized `len` bytes of the storage (zeroed beyond that).
     let addr = unsafe { sockaddr_to_std(storage.as_ptr(), len) };
     Ok((fd, addr))
@@ -240,6 +275,13 @@ pub(crate) fn has_input(fd: RawFd) -> bool {
     n > 0
 }
 
+/// Most iovecs one sendmsg takes (more is EINVAL): Linux's UIO_MAXIOV; elsewhere IOV_MAX,
+/// 1024 on macOS, the BSDs and illumos alike (libc names it on none of them).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const MAX_IOV: usize = libc::UIO_MAXIOV as usize;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const MAX_IOV: usize = 1024;
+
 /// Writes as much of `bufs` as the socket takes now, in one call, without SIGPIPE.
 #[inline]
 pub(crate) fn send_vectored(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
@@ -252,7 +294,7 @@ pub(crate) fn send_vectored(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     // IoSlice is ABI-compatible with iovec on Unix.
     msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
-    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    msg.msg_iovlen = bufs.len().min(MAX_IOV) as _;
     // SAFETY: msg points to iovecs that stay valid for the call.
     let n = cvt(unsafe { libc::sendmsg(fd, &msg, SEND_FLAGS) })?;
     Ok(n as usize)

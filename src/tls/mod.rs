@@ -50,6 +50,7 @@ pub(crate) use session::Session;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+#[cfg(target_os = "linux")]
 pub(crate) use ticket::set_process_ticketer;
 pub use ticket::SharedTicketer;
 

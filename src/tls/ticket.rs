@@ -219,7 +219,9 @@ impl fmt::Debug for SharedTicketer {
 static PROCESS_TICKETER: OnceLock<Arc<SharedTicketer>> = OnceLock::new();
 
 /// Makes `ticketer` the one [`for_http`](super::for_http) gives a config without any:
-/// a prefork child's `serve(..).with_tls(config)` shares its tickets with its siblings.
+/// a prefork child's `serve(..).with_tls(config)` shares its tickets with its siblings
+/// (prefork is Linux's).
+#[cfg(target_os = "linux")]
 pub(crate) fn set_process_ticketer(ticketer: Arc<SharedTicketer>) {
     let _ = PROCESS_TICKETER.set(ticketer);
 }

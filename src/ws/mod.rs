@@ -194,29 +194,20 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-/// Fills `buf` from the kernel's random source (keys, mask seeds).
+/// Fills `buf` from the OS's random source (keys, mask seeds): getrandom(2), getentropy(2)
+/// or /dev/urandom, whichever the OS has (the `getrandom` crate picks).
 pub(crate) fn random_bytes(buf: &mut [u8]) {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let rest = &mut buf[filled..];
-        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n > 0 {
-            filled += n as usize;
-        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            // No kernel source: still unique per call, if not unpredictable.
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos() as u64;
-            let seed = std::hash::BuildHasher::hash_one(
-                &std::collections::hash_map::RandomState::new(),
-                t,
-            );
-            for (i, b) in rest.iter_mut().enumerate() {
-                *b = (seed >> ((i % 8) * 8)) as u8;
-            }
-            return;
+    if getrandom::fill(buf).is_err() {
+        // No OS source at all (a sandbox that forbids it): still unique per call, if not
+        // unpredictable.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
+        let seed =
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), t);
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (seed >> ((i % 8) * 8)) as u8;
         }
     }
 }
