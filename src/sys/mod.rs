@@ -10,12 +10,12 @@
 //! What runs where: fibr is built and tested on Linux (x86_64) only, its whole suite once
 //! on each backend, so the portable backend's one-shot re-arming is tested here, on
 //! `polling`'s epoll. For macOS, FreeBSD and illumos (x86_64) the library is only known to
-//! compile (`cargo check --lib`, every feature but `tls-aws-lc`); nothing has run there:
-//! not `polling`'s kqueue or event ports, not the non-Linux branches of `socket` (accept
-//! then fcntl, recvfrom and sendto loops instead of recvmmsg/sendmmsg, sendfile through
-//! pread). Linux only: the epoll backend, the relay's `splice(2)`, UDP GSO/GRO, and
-//! `fibr::prefork` (PR_SET_PDEATHSIG, sigtimedwait).
-//! On illumos, [`Config::reuse_port`](crate::Config::reuse_port) is an error.
+//! compile (`scripts/check-platforms`: `cargo check --lib`, every feature but
+//! `tls-aws-lc`); nothing has run there: not `polling`'s kqueue or event ports, not the
+//! non-Linux branches of `socket` (accept then fcntl, recvfrom and sendto loops instead of
+//! recvmmsg/sendmmsg, sendfile through pread). Linux only: the epoll backend, the relay's
+//! `splice(2)`, UDP GSO/GRO, and `fibr::prefork` (PR_SET_PDEATHSIG, sigtimedwait). On
+//! illumos, [`Config::reuse_port`](crate::Config::reuse_port) is an error.
 //!
 //! fibr is Unix-only: raw descriptors (`std::os::fd`) and libc's socket calls run through
 //! the whole crate, not only this module, so there is no IOCP (Windows) backend, and a
