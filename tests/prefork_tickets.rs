@@ -74,7 +74,7 @@ fn serve(port: u16) {
         .session_tickets(tickets)
         .run(|mut child| {
             let listener = child.take_listener(0)?;
-            let config = rustls::ServerConfig::builder_with_provider(fibr::tls::crypto_provider())
+            let config = rustls::ServerConfig::builder_with_provider(provider())
                 .with_safe_default_protocol_versions()
                 .unwrap()
                 .with_no_client_auth()

@@ -750,27 +750,47 @@ fn file_bodies_are_sealed_from_the_file_as_the_peer_takes_them() {
 }
 
 #[test]
-fn fibrs_own_provider_serves_and_connects() {
-    // ring, or aws-lc-rs with feature tls-aws-lc (the --all-features build runs this on it).
+fn the_tests_run_on_the_provider_asked_for() {
+    // FIBR_TLS_PROVIDER=aws-lc-rs (see common::tls_provider) installs aws-lc-rs as rustls's
+    // process default; fibr's provider is then that one, else ring. Checked on the wire too,
+    // so a run meant for aws-lc-rs cannot pass on ring: a client offering only
+    // X25519MLKEM768 (a key exchange aws-lc-rs has and ring lacks) gets through the
+    // handshake exactly when fibr's server is on aws-lc-rs.
     bounded(LIMIT, || {
+        let aws = common::tls_provider::asked() == "aws-lc-rs";
         let pki = Pki::new();
         let leaf = pki.server(&["localhost"]);
-        let config = rustls::ServerConfig::builder_with_provider(fibr::tls::crypto_provider())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(leaf.chain.clone(), leaf.key())
-            .unwrap();
-        let addr = start_tls(config, ServerConfig::default());
-        let client = rustls::ClientConfig::builder_with_provider(fibr::tls::crypto_provider())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(pki.roots())
-            .with_no_client_auth();
-        for _ in 0..2 {
-            let mut c = Client::over(connect(addr, &Arc::new(client.clone()), "localhost"));
-            let resp = get_over(&mut c, "/info");
-            assert_eq!(resp.status, 200);
+        let addr = start_tls(pki.server_config(&leaf), ServerConfig::default());
+        let mlkem = |p: &rustls::crypto::CryptoProvider| {
+            p.kx_groups
+                .iter()
+                .any(|g| g.name() == rustls::NamedGroup::X25519MLKEM768)
+        };
+        assert_eq!(mlkem(&fibr::tls::crypto_provider()), aws, "fibr's provider");
+        assert_eq!(mlkem(&provider()), aws, "the tests' provider");
+        let mut c = Client::over(connect(addr, &Arc::new(pki.client_config()), "localhost"));
+        assert_eq!(get_over(&mut c, "/info").status, 200);
+        #[cfg(feature = "tls-aws-lc")]
+        {
+            let mut only_mlkem = rustls::crypto::aws_lc_rs::default_provider();
+            only_mlkem
+                .kx_groups
+                .retain(|g| g.name() == rustls::NamedGroup::X25519MLKEM768);
+            let config = ClientConfig::builder_with_provider(Arc::new(only_mlkem))
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .unwrap()
+                .with_root_certificates(pki.roots())
+                .with_no_client_auth();
+            let mut s = connect(addr, &Arc::new(config), "localhost");
+            let mut shaken = Ok(());
+            while s.conn.is_handshaking() && shaken.is_ok() {
+                shaken = s.conn.complete_io(&mut s.sock).map(drop);
+            }
+            assert_eq!(
+                shaken.is_ok(),
+                aws,
+                "an X25519MLKEM768-only handshake: {shaken:?}"
+            );
         }
     });
 }

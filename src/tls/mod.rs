@@ -54,21 +54,22 @@ use std::time::{Duration, Instant};
 pub(crate) use ticket::set_process_ticketer;
 pub use ticket::SharedTicketer;
 
-/// The crypto provider fibr uses for what it builds itself (the client's default config,
-/// session tickets): ring, or aws-lc-rs with feature `tls-aws-lc`. Build server configs
-/// with `ServerConfig::builder_with_provider(fibr::tls::crypto_provider())` to use the same.
+/// The crypto provider fibr uses for the configs it builds itself (its clients' default
+/// config): rustls's process default when one is installed, else ring. Feature
+/// `tls-aws-lc` only makes rustls's aws-lc-rs provider available; to use it, install it:
+/// `rustls::crypto::aws_lc_rs::default_provider().install_default()`. Build server configs
+/// with `ServerConfig::builder_with_provider(fibr::tls::crypto_provider())` to use the
+/// same (with both providers built, rustls's `builder()` panics unless one is installed).
 pub fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
-    #[cfg(feature = "tls-aws-lc")]
-    return Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    #[cfg(not(feature = "tls-aws-lc"))]
-    Arc::new(rustls::crypto::ring::default_provider())
+    match rustls::crypto::CryptoProvider::get_default() {
+        Some(installed) => installed.clone(),
+        None => Arc::new(rustls::crypto::ring::default_provider()),
+    }
 }
 
-/// Session tickets with the provider of [`crypto_provider`].
+/// Session tickets on ring, whatever the provider: a ticket is opened only by the servers
+/// that sealed it, so no peer sees which library did, and `tls` always builds ring.
 fn ticketer() -> Result<Arc<dyn rustls::server::ProducesTickets>, rustls::Error> {
-    #[cfg(feature = "tls-aws-lc")]
-    return rustls::crypto::aws_lc_rs::Ticketer::new();
-    #[cfg(not(feature = "tls-aws-lc"))]
     rustls::crypto::ring::Ticketer::new()
 }
 
@@ -231,8 +232,8 @@ impl Handler for TlsServer {
     }
 }
 
-/// The webpki roots on fibr's provider ([`crypto_provider`]), TLS 1.2 and 1.3, made once:
-/// what fibr's clients use unless given a config.
+/// The webpki roots on fibr's provider ([`crypto_provider`] when first asked), TLS 1.2 and
+/// 1.3, made once: what fibr's clients use unless given a config.
 #[cfg(any(feature = "client", feature = "ws"))]
 pub(crate) fn default_client_config() -> Arc<rustls::ClientConfig> {
     static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
@@ -302,7 +303,7 @@ impl Handler for TlsClient {
 /// and session tickets on when it has no ticketer (resumption without a server-side cache
 /// lookup; the config's session cache still serves TLS 1.2 IDs): the process's
 /// [`SharedTicketer`] in a prefork child, so its siblings open its tickets, else rustls's
-/// ticketer from [`crypto_provider`].
+/// ring ticketer.
 pub(crate) fn for_http(config: Arc<ServerConfig>, http2_only: bool) -> Arc<ServerConfig> {
     if !config.alpn_protocols.is_empty() && config.ticketer.enabled() {
         return config;

@@ -14,8 +14,14 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "../../tests/common/tls_provider.rs"]
+mod tls_provider;
+
+/// The provider these tests run on: fibr's, once the one `FIBR_TLS_PROVIDER` asks for is
+/// installed.
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    tls_provider::install();
+    super::crypto_provider()
 }
 
 fn server_config(versions: &[&'static rustls::SupportedProtocolVersion]) -> Arc<ServerConfig> {

@@ -1,14 +1,13 @@
 //! Session tickets every process holding one secret can open: [`SharedTicketer`] (its doc
 //! says how).
+//!
+//! The crypto is ring's, whatever rustls provider the server's config has: only the servers
+//! sharing the secret ever open a ticket, so no peer can tell, and `tls` always builds
+//! ring (one code path, run by every build's tests).
 
-#[cfg(feature = "tls-aws-lc")]
-use aws_lc_rs as crypto;
-#[cfg(not(feature = "tls-aws-lc"))]
-use ring as crypto;
-
-use crypto::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
-use crypto::hkdf::{Prk, Salt, HKDF_SHA256};
-use crypto::rand::{SecureRandom, SystemRandom};
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use ring::hkdf::{Prk, Salt, HKDF_SHA256};
+use ring::rand::{SecureRandom, SystemRandom};
 use rustls::server::ProducesTickets;
 use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock};

@@ -14,6 +14,8 @@ pub mod h3;
 pub mod pki;
 pub mod prefork;
 pub mod socks;
+#[cfg(feature = "tls")]
+pub mod tls_provider;
 
 use fibr::http::{MakeService, Server, ServerConfig};
 use fibr::net::TcpListener;

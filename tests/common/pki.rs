@@ -1,6 +1,6 @@
 //! Certificates made in the test (rcgen): a CA, server certificates it signs for the
 //! names given, a client certificate, PEM files for curl/openssl/Python, and rustls
-//! configs on the ring provider.
+//! configs on the provider the tests run on ([`provider`]).
 
 use super::TempPath;
 use fibr::tls::rustls;
@@ -12,8 +12,11 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::sync::Arc;
 
+/// The provider the TLS tests run on: fibr's, once the one `FIBR_TLS_PROVIDER` asks for is
+/// installed ([`super::tls_provider`]).
 pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    super::tls_provider::install();
+    fibr::tls::crypto_provider()
 }
 
 /// A CA and what it signed.
