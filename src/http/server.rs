@@ -458,6 +458,8 @@ where
             if let Some(st) = conn.take_context::<ConnState<S, B>>() {
                 H2State::<S, B>::start_upgraded(conn, st.svc, st.tls, cfg, h2c);
             }
+            // Without hyper nothing follows (no hand-off), and the return is the last word.
+            #[cfg_attr(not(feature = "hyper"), allow(clippy::needless_return))]
             return;
         }
         #[cfg(feature = "hyper")]
