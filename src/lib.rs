@@ -74,28 +74,19 @@ macro_rules! config_setters {
     };
 }
 
-mod buf;
 #[cfg(feature = "client")]
 pub mod client;
-mod conn;
 mod engine;
-mod exec;
 pub mod http;
 #[cfg(all(test, fibr_loom))]
 mod loom_support;
 pub mod mux;
-pub mod net;
 #[cfg(target_os = "linux")]
 pub mod prefork;
 #[cfg(feature = "proxy")]
 pub mod proxy;
-mod reactor;
 #[cfg(feature = "hyper")]
 pub mod rt;
-mod runtime;
-mod sync_notify;
-mod sys;
-pub mod time;
 #[cfg(feature = "tls")]
 pub mod tls;
 #[cfg(feature = "ws")]
@@ -125,46 +116,11 @@ pub mod body {
     pub use crate::http::{BodyError, Incoming};
 }
 
-pub use buf::PooledBuf;
-pub use conn::{Conn, DatagramHandler, Handler, UdpSender};
-pub use engine::{Binding, Engine};
-pub use exec::{JoinError, JoinHandle};
+pub use engine::bind::{Binding, Engine};
+pub use engine::buf::PooledBuf;
+pub use engine::conn::{Conn, DatagramHandler, Handler, UdpSender};
+pub use engine::exec::{JoinError, JoinHandle};
+pub use engine::runtime::{run, spawn, yield_now, Config};
+pub use engine::sys::Backend;
+pub use engine::{net, time};
 pub use http::serve;
-pub use runtime::Config;
-pub use sys::Backend;
-
-use std::future::Future;
-
-/// Spawns a future on the current runtime's workers (the default runtime outside one).
-pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    exec::spawn_on(&runtime::Runtime::current().pool, future)
-}
-
-/// Runs `future` to completion on the calling thread, with the current runtime (or the
-/// process-wide default one, started on first use) driving its I/O, timers and spawns.
-pub fn run<F: Future>(future: F) -> F::Output {
-    let rt = runtime::Runtime::current();
-    let _g = runtime::enter(&rt);
-    #[cfg(feature = "tokio")]
-    let _tokio = rt.tokio.enter();
-    exec::block_on(future)
-}
-
-/// Yields to other tasks once.
-pub async fn yield_now() {
-    let mut yielded = false;
-    std::future::poll_fn(|cx| {
-        if yielded {
-            std::task::Poll::Ready(())
-        } else {
-            yielded = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
-        }
-    })
-    .await
-}

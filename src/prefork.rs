@@ -39,7 +39,7 @@
 //!
 //! [`SharedTicketer`]: crate::tls::SharedTicketer
 
-use crate::sync_notify::Notify;
+use crate::engine::sync_notify::Notify;
 #[cfg(feature = "tls")]
 use crate::tls::SharedTicketer;
 use std::future::Future;
@@ -186,7 +186,7 @@ impl Child {
     }
 
     /// The `i`-th listener (inherited, shared with the other children). For
-    /// [`net::TcpListener::from_std`](crate::net::TcpListener::from_std) and `serve`.
+    /// [`net::TcpListener::from_std`](crate::engine::net::TcpListener::from_std) and `serve`.
     pub fn take_listener(&mut self, i: usize) -> io::Result<TcpListener> {
         self.listeners
             .get_mut(i)
@@ -529,7 +529,7 @@ unsafe impl Send for SignalSet {}
 
 /// A listener for every child: SO_REUSEADDR and SO_REUSEPORT, inherited across fork.
 fn shared_listener(addr: SocketAddr) -> io::Result<TcpListener> {
-    let fd = crate::sys::socket::tcp_listener(addr, true, 1024)?;
+    let fd = crate::engine::sys::socket::tcp_listener(addr, true, 1024)?;
     let listener = TcpListener::from(fd);
     // std's sockets are close-on-exec, which fork keeps open (only exec closes them).
     Ok(listener)

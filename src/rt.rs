@@ -2,7 +2,7 @@
 //! hyper's own connections (`hyper::server::conn::{http1, http2}`,
 //! `hyper::client::conn::{http1, http2}`) run on fibr's loops and workers with no tokio
 //! runtime. fibr's streams (`fibr::net::TcpStream`, `UnixStream`, and shared references to
-//! them) implement `hyper::rt::{Read, Write}`, and [`crate::time::Sleep`] implements
+//! them) implement `hyper::rt::{Read, Write}`, and [`crate::engine::time::Sleep`] implements
 //! `hyper::rt::Sleep`.
 //!
 //! ```no_run
@@ -24,13 +24,13 @@
 //! # }
 //! ```
 
-use crate::time::Sleep;
+use crate::engine::time::Sleep;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 /// Spawns hyper's background futures (an HTTP/2 connection's per-stream tasks, a client
-/// connection's driver) with [`crate::spawn`], on the current fibr runtime (the default
+/// connection's driver) with [`crate::engine::runtime::spawn`], on the current fibr runtime (the default
 /// one outside a runtime). Spawned tasks are detached.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Executor;
@@ -41,11 +41,11 @@ where
     F::Output: Send + 'static,
 {
     fn execute(&self, fut: F) {
-        drop(crate::spawn(fut));
+        drop(crate::engine::runtime::spawn(fut));
     }
 }
 
-/// hyper's timer on fibr's loop timers ([`crate::time::sleep_until`]).
+/// hyper's timer on fibr's loop timers ([`crate::engine::time::sleep_until`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timer;
 
@@ -53,11 +53,11 @@ impl hyper::rt::Sleep for Sleep {}
 
 impl hyper::rt::Timer for Timer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(crate::time::sleep(duration))
+        Box::pin(crate::engine::time::sleep(duration))
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(crate::time::sleep_until(deadline))
+        Box::pin(crate::engine::time::sleep_until(deadline))
     }
 
     fn reset(&self, sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>, new_deadline: Instant) {
@@ -75,6 +75,6 @@ mod tests {
 
     #[test]
     fn sleep_is_send_sync() {
-        assert_send_sync::<crate::time::Sleep>();
+        assert_send_sync::<crate::engine::time::Sleep>();
     }
 }

@@ -5,8 +5,8 @@
 
 use super::error::{Error, ErrorKind};
 use super::proxy::{route, Proxy, Route};
+use crate::engine::net::{TcpStream, UnixStream};
 use crate::http::h1::client::ResponseLimits;
-use crate::net::{TcpStream, UnixStream};
 use http::{HeaderValue, Uri};
 use std::future::Future;
 use std::io;
@@ -280,7 +280,7 @@ fn unix_path(dst: &Uri) -> Result<PathBuf, Error> {
 
 /// Resolves `host` off the calling thread (IP literals in place): see `fibr::net`.
 pub(crate) async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Error> {
-    crate::net::resolve((host, port))
+    crate::engine::net::resolve((host, port))
         .await
         .map_err(|e| Error::new(ErrorKind::Dns, format!("resolving {host:?}: {e}")))
 }

@@ -51,7 +51,7 @@ pub(super) fn finish_upload_in_background<Io: Connection>(conn: Box<Pooled<Io>>)
         uploader: None,
     }));
     let task = shared.clone();
-    drop(crate::spawn(async move {
+    drop(crate::engine::runtime::spawn(async move {
         poll_fn(|cx| {
             let mut s = lock(&task);
             if s.abandoned {

@@ -259,9 +259,9 @@ impl H2Conn {
             idle: None,
             timer: None,
         };
-        drop(crate::spawn(
-            async move { poll_fn(|cx| driver.poll(cx)).await },
-        ));
+        drop(crate::engine::runtime::spawn(async move {
+            poll_fn(|cx| driver.poll(cx)).await
+        }));
         H2Conn { shared }
     }
 
@@ -364,9 +364,9 @@ struct Driver<Io> {
     shutting: bool,
     idle_timeout: Option<Duration>,
     /// Armed while the connection has no streams.
-    idle: Option<crate::time::Sleep>,
+    idle: Option<crate::engine::time::Sleep>,
     /// Armed for the machine's next deadline (keep-alive, SETTINGS ACK).
-    timer: Option<crate::time::Sleep>,
+    timer: Option<crate::engine::time::Sleep>,
 }
 
 impl<Io: Connection> Driver<Io> {
@@ -414,7 +414,9 @@ impl<Io: Connection> Driver<Io> {
             self.idle = None;
             return false;
         };
-        let sleep = self.idle.get_or_insert_with(|| crate::time::sleep(t));
+        let sleep = self
+            .idle
+            .get_or_insert_with(|| crate::engine::time::sleep(t));
         std::future::Future::poll(Pin::new(sleep), cx).is_ready()
     }
 
@@ -435,7 +437,7 @@ impl<Io: Connection> Driver<Io> {
         // connection does not re-arm one per read.
         let sleep = match &mut self.timer {
             Some(s) if t >= s.deadline() && !s.is_elapsed() => s,
-            slot => slot.insert(crate::time::sleep_until(t)),
+            slot => slot.insert(crate::engine::time::sleep_until(t)),
         };
         std::future::Future::poll(Pin::new(sleep), cx).is_ready()
     }

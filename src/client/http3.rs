@@ -136,12 +136,14 @@ impl Http3 {
         let connecting = H3Conn::connect(host, port, self.tls.clone(), self.idle_timeout);
         let conn = match connect_timeout {
             None => connecting.await?,
-            Some(t) => crate::time::timeout(t, connecting).await.map_err(|_| {
-                Error::new(
-                    ErrorKind::ConnectTimeout,
-                    format!("connecting to {host}:{port} over QUIC took longer than {t:?}"),
-                )
-            })??,
+            Some(t) => crate::engine::time::timeout(t, connecting)
+                .await
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::ConnectTimeout,
+                        format!("connecting to {host}:{port} over QUIC took longer than {t:?}"),
+                    )
+                })??,
         };
         self.conns.lock().unwrap().insert(key.clone(), conn.clone());
         Ok(conn)
@@ -229,7 +231,7 @@ impl H3Conn {
         tls: Arc<rustls::ClientConfig>,
         idle_timeout: Duration,
     ) -> Result<H3Conn, Error> {
-        let addrs = crate::net::lookup_host((host, port))
+        let addrs = crate::engine::net::lookup_host((host, port))
             .await
             .map_err(|e| Error::new(ErrorKind::Dns, e))?;
         let addr: SocketAddr = addrs
@@ -251,7 +253,7 @@ impl H3Conn {
             .await
             .map_err(|e| Error::new(ErrorKind::Connect, e))?;
         // h3's connection task: control streams and GOAWAY; it ends with the connection.
-        drop(crate::spawn(async move {
+        drop(crate::engine::runtime::spawn(async move {
             let e = poll_fn(|cx| driver.poll_close(cx)).await;
             tracing::debug!(error = %e, "HTTP/3 connection ended");
         }));
@@ -291,7 +293,7 @@ impl H3Conn {
             let _ = tx.finish().await;
         } else {
             // Sent while the response is awaited and read.
-            drop(crate::spawn(async move {
+            drop(crate::engine::runtime::spawn(async move {
                 if let Err(e) = upload(&mut tx, body).await {
                     tracing::debug!(error = %e, "HTTP/3 request body not sent");
                     tx.stop_stream(::h3::error::Code::H3_REQUEST_CANCELLED);

@@ -512,7 +512,7 @@ impl<C: Connector> Client<C> {
     async fn send(&self, req: Request<ReqBody>) -> Result<Response<ResponseBody>, Error> {
         match self.inner.request_timeout {
             None => self.send_inner(req).await,
-            Some(t) => match crate::time::timeout(t, self.send_inner(req)).await {
+            Some(t) => match crate::engine::time::timeout(t, self.send_inner(req)).await {
                 Ok(r) => r,
                 Err(_) => Err(Error::new(
                     ErrorKind::Timeout,
@@ -650,7 +650,7 @@ impl<C: Connector> Client<C> {
         let connecting = self.inner.connector.connect(dst);
         match self.inner.connect_timeout {
             None => connecting.await,
-            Some(t) => match crate::time::timeout(t, connecting).await {
+            Some(t) => match crate::engine::time::timeout(t, connecting).await {
                 Ok(r) => r,
                 Err(_) => Err(Error::new(
                     ErrorKind::ConnectTimeout,

@@ -278,9 +278,9 @@ impl<Io: Connection> IdlePool<Io> {
         let period = (timeout / 2).max(Duration::from_millis(1));
         let weak = Arc::downgrade(&self);
         drop(self);
-        drop(crate::spawn(async move {
+        drop(crate::engine::runtime::spawn(async move {
             loop {
-                crate::time::sleep(period).await;
+                crate::engine::time::sleep(period).await;
                 let Some(pool) = weak.upgrade() else { return };
                 if pool.reap() {
                     continue;

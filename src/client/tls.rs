@@ -4,7 +4,7 @@
 
 use super::connect::{Connected, Connection, Connector, Forwarding, HttpConnector};
 use super::error::{Error, ErrorKind};
-use crate::conn::{Delivered, Layer};
+use crate::engine::conn::{Delivered, Layer};
 use crate::tls::rustls;
 use crate::tls::Session;
 use http::uri::{Scheme, Uri};

@@ -5,8 +5,8 @@ use super::config::ServerConfig;
 use super::server::Http3Server;
 use super::server::Server;
 use super::service::{MakeService, ServiceMarker};
-use crate::conn::{Handler, Kind, Listener, StopAccepting};
-use crate::runtime::{Command, Runtime};
+use crate::engine::conn::{Handler, Kind, Listener, StopAccepting};
+use crate::engine::runtime::{Command, Runtime};
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::marker::PhantomData;
@@ -42,7 +42,7 @@ impl ListenerParts {
     }
 }
 
-impl ServeListener for crate::net::TcpListener {
+impl ServeListener for crate::engine::net::TcpListener {
     fn into_parts(self) -> io::Result<ListenerParts> {
         let (fd, rt) = self.into_fd()?;
         Ok(ListenerParts {
@@ -53,7 +53,7 @@ impl ServeListener for crate::net::TcpListener {
     }
 }
 
-impl ServeListener for crate::net::UnixListener {
+impl ServeListener for crate::engine::net::UnixListener {
     fn into_parts(self) -> io::Result<ListenerParts> {
         let (fd, rt) = self.into_fd()?;
         Ok(ListenerParts {
@@ -124,7 +124,7 @@ pub struct Serve<M, Marker = ServiceMarker> {
     app: M,
     config: ServerConfig,
     /// The settings of a runtime of this server's own, if not the listener's.
-    engine: Option<crate::Config>,
+    engine: Option<crate::engine::runtime::Config>,
     #[cfg(feature = "tls")]
     tls: Option<Arc<rustls::ServerConfig>>,
     /// With HTTP/3: how to make its endpoint (named here, where the server's bounds hold),
@@ -147,7 +147,7 @@ where
     }
 
     /// Serves on a runtime of its own with these engine settings (worker threads, event
-    /// loops, buffer sizes, write and linger timeouts: [`crate::Config`]), started when the
+    /// loops, buffer sizes, write and linger timeouts: [`crate::engine::runtime::Config`]), started when the
     /// future first runs and stopped when it ends, instead of the runtime the listener
     /// came from (by default the process-wide one, with a worker per core):
     ///
@@ -158,7 +158,7 @@ where
     ///     .await
     /// # }
     /// ```
-    pub fn with_engine_config(mut self, config: crate::Config) -> Self {
+    pub fn with_engine_config(mut self, config: crate::engine::runtime::Config) -> Self {
         self.engine = Some(config);
         self
     }
@@ -252,7 +252,7 @@ where
         let _udp = match (http3, http3_tls) {
             (Some((make, fd)), Some(tls)) => {
                 let endpoint = make(&server, tls)?;
-                let src = crate::conn::udp::UdpSocketSource::new(fd, endpoint, &rt.config);
+                let src = crate::engine::conn::udp::UdpSocketSource::new(fd, endpoint, &rt.config);
                 let raw = src.raw_fd();
                 lp.send(Command::Register(raw, src.clone()));
                 Some(StopAccepting {
@@ -298,7 +298,7 @@ where
         drop(_stop);
         let until = Instant::now() + Duration::from_secs(1);
         while listener.as_ref().is_some_and(|l| l.strong_count() > 0) && Instant::now() < until {
-            crate::time::sleep(Duration::from_millis(1)).await;
+            crate::engine::time::sleep(Duration::from_millis(1)).await;
         }
         shared.start_draining();
         shared.live().drained().wait().await;
@@ -329,11 +329,11 @@ fn invalid(why: &str) -> io::Error {
 #[cfg(feature = "http3")]
 fn http3_socket(kind: Kind, listener: std::os::fd::RawFd) -> io::Result<OwnedFd> {
     let addr = match kind {
-        Kind::Tcp => crate::sys::socket::local_addr(listener),
+        Kind::Tcp => crate::engine::sys::socket::local_addr(listener),
         _ => None,
     }
     .ok_or_else(|| invalid("with_http3 needs a TCP listener"))?;
-    crate::sys::socket::udp_socket(addr)
+    crate::engine::sys::socket::udp_socket(addr)
 }
 
 /// Where HTTP/3's socket is bound, or (a copy of) why it is not.
@@ -342,7 +342,7 @@ fn http3_addr(socket: &io::Result<OwnedFd>) -> io::Result<std::net::SocketAddr> 
     let socket = socket
         .as_ref()
         .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
-    crate::sys::socket::local_addr(socket.as_raw_fd())
+    crate::engine::sys::socket::local_addr(socket.as_raw_fd())
         .ok_or_else(|| invalid("HTTP/3's socket has no address"))
 }
 
@@ -410,7 +410,7 @@ where
     }
 
     /// [`Serve::with_engine_config`], after the shutdown signal was given.
-    pub fn with_engine_config(mut self, config: crate::Config) -> Self {
+    pub fn with_engine_config(mut self, config: crate::engine::runtime::Config) -> Self {
         self.serve = self.serve.with_engine_config(config);
         self
     }

@@ -20,9 +20,9 @@ use super::h1::server::{
 };
 use super::server_h2::{with_h2, H2State, H2cUpgrade};
 use super::service::{BoxError, ConnInfo, MakeService, UnixPeer};
-use crate::conn::live::{Admission, LiveCount};
-use crate::time::Sleep;
-use crate::{Conn, Handler};
+use crate::engine::conn::live::{Admission, LiveCount};
+use crate::engine::conn::{Conn, Handler};
+use crate::engine::time::Sleep;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use std::any::Any;
@@ -118,7 +118,7 @@ pub(crate) struct Shared<M> {
     live: Arc<LiveCount>,
     /// Set when draining starts: HTTP/3 connections send GOAWAY.
     #[cfg(feature = "http3")]
-    drain_started: crate::sync_notify::Notify,
+    drain_started: crate::engine::sync_notify::Notify,
 }
 
 impl<M> Server<M> {
@@ -141,7 +141,7 @@ impl<M, Marker> Server<M, Marker> {
                 conns: Mutex::new(Vec::new()),
                 live: Arc::new(LiveCount::new()),
                 #[cfg(feature = "http3")]
-                drain_started: crate::sync_notify::Notify::new(),
+                drain_started: crate::engine::sync_notify::Notify::new(),
             }),
             _marker: PhantomData,
         }
@@ -791,7 +791,7 @@ pub(super) fn arm_timer(timer: &mut Option<Sleep>, deadline: Option<Instant>, wa
     // A timer that fires early is fine (the machine re-arms it); one that fires late is
     // not.
     if timer.as_ref().is_none_or(|t| t.deadline() > at) {
-        *timer = Some(crate::time::sleep_until(at));
+        *timer = Some(crate::engine::time::sleep_until(at));
     }
     if let Some(t) = timer.as_mut() {
         let mut cx = Context::from_waker(waker);
@@ -1040,7 +1040,7 @@ where
             };
             shared.live.entered();
             let shared = shared.clone();
-            crate::spawn(super::http3::alongside(driver, async move {
+            crate::engine::runtime::spawn(super::http3::alongside(driver, async move {
                 let drain = shared.drain_started.wait();
                 super::http3::serve_connection(quic, svc, limits, drain).await;
                 shared.live.left();

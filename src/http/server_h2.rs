@@ -19,8 +19,8 @@ use super::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter
 use super::server::{arm_timer, call_service, poll_call, round_clock, with_round_output};
 use super::server::{ConnTls, Stage};
 use super::service::BoxError;
-use crate::time::Sleep;
-use crate::Conn;
+use crate::engine::conn::Conn;
+use crate::engine::time::Sleep;
 use http::{HeaderValue, Request, Response, Version};
 use http_body::Body;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -40,14 +40,14 @@ pub struct UnixPeer {
     pub cred: Option<PeerCred>,
 }
 
-pub use crate::sys::unix_peer::PeerCred;
+pub use crate::engine::sys::unix_peer::PeerCred;
 
 impl UnixPeer {
     /// The peer of the Unix stream socket `fd`.
     pub(crate) fn of(fd: std::os::fd::RawFd) -> UnixPeer {
         UnixPeer {
-            addr: crate::sys::unix_peer::peer_addr(fd).map(Arc::new),
-            cred: crate::sys::unix_peer::peer_cred(fd),
+            addr: crate::engine::sys::unix_peer::peer_addr(fd).map(Arc::new),
+            cred: crate::engine::sys::unix_peer::peer_cred(fd),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! the `101` is written: the new protocol's driver takes its rounds from then on, so the
 //! connection stays on fibr's loops (and under its TLS, if any).
 
-use crate::Conn;
+use crate::engine::conn::Conn;
 use std::sync::{Arc, Mutex};
 
 /// What takes the connection after the `101`.

@@ -10,10 +10,10 @@
 
 use super::body::Incoming;
 use super::service::BoxError;
-use crate::conn::DetachedSocket;
+use crate::engine::conn::Conn;
+use crate::engine::conn::DetachedSocket;
 #[cfg(not(feature = "tokio"))]
-use crate::net::{TcpStream, UnixStream};
-use crate::Conn;
+use crate::engine::net::{TcpStream, UnixStream};
 use bytes::Buf;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -75,15 +75,17 @@ hyper_io!(TcpStream, Tcp, |s| s.into_fd());
 #[cfg(not(feature = "tokio"))]
 hyper_io!(UnixStream, Unix, |s| s.into_fd());
 #[cfg(feature = "tokio")]
-hyper_io!(crate::net::TokioIo<tokio::net::TcpStream>, Tcp, |s| s
-    .into_inner()
-    .into_std()
-    .map(std::os::fd::OwnedFd::from));
+hyper_io!(
+    crate::engine::net::TokioIo<tokio::net::TcpStream>,
+    Tcp,
+    |s| s.into_inner().into_std().map(std::os::fd::OwnedFd::from)
+);
 #[cfg(feature = "tokio")]
-hyper_io!(crate::net::TokioIo<tokio::net::UnixStream>, Unix, |s| s
-    .into_inner()
-    .into_std()
-    .map(std::os::fd::OwnedFd::from));
+hyper_io!(
+    crate::engine::net::TokioIo<tokio::net::UnixStream>,
+    Unix,
+    |s| s.into_inner().into_std().map(std::os::fd::OwnedFd::from)
+);
 
 type Io = Box<dyn HyperIo>;
 type Spawn = fn(Pin<Box<dyn Future<Output = ()> + Send>>);
@@ -95,7 +97,7 @@ fn adopt(socket: DetachedSocket) -> io::Result<(Io, Spawn)> {
         DetachedSocket::Tcp(fd) => Box::new(TcpStream::from_owned_fd(fd)?),
         DetachedSocket::Unix(fd) => Box::new(UnixStream::from_owned_fd(fd)?),
     };
-    Ok((io, |fut| drop(crate::spawn(fut))))
+    Ok((io, |fut| drop(crate::engine::runtime::spawn(fut))))
 }
 
 /// The detached socket as a stream on tokio's reactor (the runtime fibr's workers enter),
@@ -105,7 +107,7 @@ fn adopt(socket: DetachedSocket) -> io::Result<(Io, Spawn)> {
 /// thread to tokio's (1.7x axum's CPU per WebSocket message, `cargo bench --bench compare`).
 #[cfg(feature = "tokio")]
 fn adopt(socket: DetachedSocket) -> io::Result<(Io, Spawn)> {
-    use crate::net::TokioIo;
+    use crate::engine::net::TokioIo;
     let tokio = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     let _entered = tokio.enter();
     let io: Io = match socket {
@@ -142,7 +144,7 @@ struct HyperService<S> {
     inner: Arc<Mutex<S>>,
     /// Where a WebSocket that fibr runs goes after hyper's `101`.
     #[cfg(feature = "ws")]
-    rt: Arc<crate::runtime::Runtime>,
+    rt: Arc<crate::engine::runtime::Runtime>,
 }
 
 type Answer = Response<UnsyncBoxBody<Bytes, BoxError>>;
@@ -288,8 +290,8 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Rewind<T> {
 #[cfg(feature = "ws")]
 mod switch_back {
     use super::{Io, Rewind};
+    use crate::engine::runtime::Runtime;
     use crate::http::switch::{OnSwitch, Switched};
-    use crate::runtime::Runtime;
     use http::{Request, StatusCode};
     use std::sync::Arc;
 
@@ -322,7 +324,7 @@ mod switch_back {
             };
             let Offer { on_upgrade, rt, .. } = self;
             let pool = rt.pool.clone();
-            drop(crate::exec::spawn_on(&pool, async move {
+            drop(crate::engine::exec::spawn_on(&pool, async move {
                 let upgraded = match on_upgrade.await {
                     Ok(u) => u,
                     Err(e) => return tracing::debug!(error = %e, "the upgrade failed"),
@@ -336,7 +338,7 @@ mod switch_back {
                 let Some(socket) = inner.into_socket() else {
                     return tracing::warn!("could not take the socket back from hyper");
                 };
-                let adopted = crate::conn::adopt(&rt, socket, move |conn| {
+                let adopted = crate::engine::conn::adopt(&rt, socket, move |conn| {
                     take(Switched {
                         conn: conn.clone(),
                         read,

@@ -55,8 +55,8 @@ mod tests;
 
 pub use detect::{detect, Detection, Matcher, Verdict};
 
-use crate::conn::{Conn, Handler};
-use crate::time::Sleep;
+use crate::engine::conn::{Conn, Handler};
+use crate::engine::time::Sleep;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -218,7 +218,7 @@ struct Peek {
 
 impl Handler for Mux {
     fn on_open(&self, conn: &Conn) {
-        let mut timer = crate::time::sleep_until(Instant::now() + self.config.peek_timeout);
+        let mut timer = crate::engine::time::sleep_until(Instant::now() + self.config.peek_timeout);
         Mux::arm(conn, &mut timer);
         conn.set_context(Peek {
             seen: Vec::new(),

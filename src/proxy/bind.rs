@@ -10,9 +10,9 @@
 //! [`ProxyConfig::bind_timeout`](super::ProxyConfig::bind_timeout), the client leaving).
 
 use super::{Failure, Pending};
-use crate::conn::{Conn, Handler, Kind, Listener, StopAccepting};
-use crate::runtime::Command;
-use crate::sys::socket;
+use crate::engine::conn::{Conn, Handler, Kind, Listener, StopAccepting};
+use crate::engine::runtime::Command;
+use crate::engine::sys::socket;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;

@@ -10,9 +10,9 @@
 use super::http_connect::basic;
 use super::{Failure, ProxyConfig};
 use crate::client::{Client, Connector, Error, ErrorKind, ResponseBody};
-use crate::conn::Handler;
+use crate::engine::conn::Handler;
+use crate::engine::net::TcpStream;
 use crate::http::{ConnInfo, Http2Config, Incoming, MakeMarker, Server, ServerConfig};
-use crate::net::TcpStream;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
@@ -59,7 +59,7 @@ impl Connector for TargetConnector {
         let port = dst.port_u16().unwrap_or(80);
         let literal = host.trim_start_matches('[').trim_end_matches(']');
         let name = literal.parse::<IpAddr>().is_err().then_some(host);
-        let addrs = crate::net::resolve((literal, port))
+        let addrs = crate::engine::net::resolve((literal, port))
             .await
             .map_err(|e| Error::new(ErrorKind::Dns, format!("resolving {host:?}: {e}")))?;
         let rules = &self.config.rules;

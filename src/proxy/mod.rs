@@ -32,8 +32,8 @@ mod udp;
 pub use relay::{relay, Relay, RelayConfig};
 pub use rules::{Authenticator, InvalidNet, IpNet, Rules};
 
-use crate::conn::{Conn, Handler};
-use crate::time::Sleep;
+use crate::engine::conn::{Conn, Handler};
+use crate::engine::time::Sleep;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -251,7 +251,7 @@ struct PendingState {
     addrs: Vec<SocketAddr>,
     last_error: Option<io::Error>,
     /// A BIND's listening socket, until its peer connects.
-    listening: Option<crate::conn::StopAccepting>,
+    listening: Option<crate::engine::conn::StopAccepting>,
 }
 
 impl Pending {
@@ -481,8 +481,8 @@ impl Server {
         match target {
             Target::Addr(addr) => go(pending, None, vec![addr]),
             Target::Name(name, port) => {
-                crate::exec::spawn_on(&conn.inner.rt.pool, async move {
-                    match crate::net::resolve((name.as_str(), port)).await {
+                crate::engine::exec::spawn_on(&conn.inner.rt.pool, async move {
+                    match crate::engine::net::resolve((name.as_str(), port)).await {
                         Ok(addrs) => go(pending, Some(&name), addrs),
                         Err(e) => pending.lock().fail(Failure::from_io(&e)),
                     }
@@ -549,9 +549,9 @@ impl Server {
         };
         let config = self.config.clone();
         let conn = conn.clone();
-        crate::exec::spawn_on(&conn.inner.rt.pool.clone(), async move {
+        crate::engine::exec::spawn_on(&conn.inner.rt.pool.clone(), async move {
             let bound = std::net::UdpSocket::bind(SocketAddr::new(local.ip(), 0))
-                .and_then(crate::net::UdpSocket::from_std)
+                .and_then(crate::engine::net::UdpSocket::from_std)
                 .and_then(|s| s.local_addr().map(|a| (s, a)));
             let (socket, bound) = match bound {
                 Ok(bound) => bound,
@@ -579,7 +579,7 @@ impl Server {
 
 impl Handler for Server {
     fn on_open(&self, conn: &Conn) {
-        let mut timer = crate::time::sleep_until(Instant::now());
+        let mut timer = crate::engine::time::sleep_until(Instant::now());
         Server::arm(
             conn,
             &mut timer,

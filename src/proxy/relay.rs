@@ -19,8 +19,8 @@
 //! descriptors and the kernel's pipe memory per tunnel), and a small message costs less
 //! copied than spliced.
 
-use crate::conn::{Conn, Handler};
-use crate::time::Sleep;
+use crate::engine::conn::{Conn, Handler};
+use crate::engine::time::Sleep;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -177,7 +177,7 @@ impl Side {
     /// Arms the idle timer for `deadline` on `conn`'s waker.
     fn arm(&self, conn: &Conn, deadline: Instant) {
         let mut timer = self.timer.lock().unwrap_or_else(|e| e.into_inner());
-        let sleep = timer.insert(crate::time::sleep_until(deadline));
+        let sleep = timer.insert(crate::engine::time::sleep_until(deadline));
         let waker = conn.waker();
         if Pin::new(sleep)
             .poll(&mut Context::from_waker(&waker))
@@ -202,7 +202,7 @@ impl Side {
 }
 
 #[cfg(target_os = "linux")]
-impl crate::conn::Spliced for Side {
+impl crate::engine::conn::Spliced for Side {
     fn on_spliced(&self, conn: &Conn, n: usize) {
         self.tunnel.spliced.fetch_add(n as u64, Ordering::Relaxed);
         match self.peer() {
@@ -234,7 +234,7 @@ impl Side {
         } else {
             (peer, conn)
         };
-        if crate::conn::splice_pair(conn_a, conn_b, start.pipe_size, [a, b]) {
+        if crate::engine::conn::splice_pair(conn_a, conn_b, start.pipe_size, [a, b]) {
             self.tunnel.splicing.store(true, Ordering::Release);
         }
     }

@@ -13,9 +13,9 @@
 
 use super::socks::{address, put_address, Address};
 use super::{ProxyConfig, Target};
-use crate::conn::{Conn, Handler};
-use crate::net::UdpSocket;
-use crate::sync_notify::Notify;
+use crate::engine::conn::{Conn, Handler};
+use crate::engine::net::UdpSocket;
+use crate::engine::sync_notify::Notify;
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::io;
@@ -117,7 +117,7 @@ impl Relay {
         loop {
             let got = {
                 let mut ended = pin!(self.ended.wait());
-                let mut timer = pin!(crate::time::sleep_until(last_heard + idle));
+                let mut timer = pin!(crate::engine::time::sleep_until(last_heard + idle));
                 let mut recv = pin!(self.socket.recv_from(&mut buf));
                 poll_fn(|cx| {
                     if ended.as_mut().poll(cx).is_ready() || timer.as_mut().poll(cx).is_ready() {
@@ -170,7 +170,7 @@ impl Relay {
         let rules = &self.config.rules;
         match target {
             Target::Addr(a) => rules.check_target(None, a.ip(), a.port()).then_some(a),
-            Target::Name(name, port) => crate::net::resolve((name.as_str(), port))
+            Target::Name(name, port) => crate::engine::net::resolve((name.as_str(), port))
                 .await
                 .ok()?
                 .into_iter()

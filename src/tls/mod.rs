@@ -41,8 +41,8 @@ mod ticket;
 pub use rustls;
 
 #[cfg(feature = "ws")]
-use crate::conn::Layer;
-use crate::conn::{Conn, Handler, Info, Shared};
+use crate::engine::conn::Layer;
+use crate::engine::conn::{Conn, Handler, Info, Shared};
 use rustls::pki_types::CertificateDer;
 use rustls::server::UnbufferedServerConnection;
 use rustls::{CipherSuite, CommonState, HandshakeKind, ProtocolVersion, ServerConfig};

@@ -3,7 +3,7 @@
 //! handshake deadline. No socket, thread or clock: the time comes in at creation.
 
 use super::TlsInfo;
-use crate::conn::{Delivered, Layer, Received};
+use crate::engine::conn::{Delivered, Layer, Received};
 use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::unbuffered::{

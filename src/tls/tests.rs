@@ -3,7 +3,7 @@
 
 use super::session::{sealed_len, Session, MAX_RECORD};
 use super::TlsInfo;
-use crate::conn::{Delivered, Layer};
+use crate::engine::conn::{Delivered, Layer};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::server::UnbufferedServerConnection;

@@ -17,8 +17,8 @@ use super::proto::deflate::{client_accept, client_offer, DeflateParams, PerMessa
 use super::proto::{Machine, Role};
 use super::socket::{self, WebSocket};
 use super::{mask_seed, Config, Error};
+use crate::engine::conn::{Conn, Handler};
 use crate::http::switch::Switched;
-use crate::{Conn, Handler};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Response, StatusCode, Uri};
 use std::sync::{Arc, Mutex};
@@ -91,7 +91,7 @@ impl Connector {
             .ok_or_else(|| Error::handshake("the URL has no host"))?
             .to_owned();
         let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
-        let addr = crate::net::lookup_host((host.as_str(), port))
+        let addr = crate::engine::net::lookup_host((host.as_str(), port))
             .await
             .map_err(Error::io)?
             .next()
@@ -114,13 +114,13 @@ impl Connector {
                 tx,
             })),
         });
-        let rt = crate::runtime::Runtime::current();
+        let rt = crate::engine::runtime::Runtime::current();
         let handler = if secure {
             self.tls_layer(&host, handshake)?
         } else {
             handshake
         };
-        crate::conn::Conn::dial_on(&rt, addr, handler).map_err(Error::io)?;
+        crate::engine::conn::Conn::dial_on(&rt, addr, handler).map_err(Error::io)?;
         rx.await
     }
 

@@ -13,8 +13,8 @@ use super::proto::keepalive::{Action, KeepAlive};
 use super::proto::{self, Machine, Role, State};
 use super::transport::{StreamIo, Transport};
 use super::{Config, Error};
+use crate::engine::conn::{Conn, Handler};
 use crate::http::switch::Switched;
-use crate::{Conn, Handler};
 use bytes::Bytes;
 use http::HeaderValue;
 use http_body::Body;
@@ -618,7 +618,7 @@ fn new_shared(io: Transport, config: &Config, machine: Machine) -> Arc<Shared> {
         }),
     });
     if let Some(wait) = first_wait {
-        crate::spawn(run_keepalive(shared.clone(), wait));
+        crate::engine::runtime::spawn(run_keepalive(shared.clone(), wait));
     }
     shared
 }
@@ -626,7 +626,7 @@ fn new_shared(io: Transport, config: &Config, machine: Machine) -> Arc<Shared> {
 /// Sleeps until each keep-alive deadline and applies it, until the socket ends.
 async fn run_keepalive(shared: Arc<Shared>, mut wait: std::time::Duration) {
     loop {
-        let mut sleep = crate::time::sleep(wait);
+        let mut sleep = crate::engine::time::sleep(wait);
         let ended = std::future::poll_fn(|cx| match shared.keepalive_ended(cx) {
             Poll::Ready(ended) => Poll::Ready(ended),
             Poll::Pending => Pin::new(&mut sleep).poll(cx).map(|()| false),
@@ -658,7 +658,7 @@ where
     B::Error: Into<crate::http::BoxError>,
 {
     let shared = new_shared(Transport::Stream(output.clone()), config, machine);
-    crate::spawn(read_stream(shared.clone(), output, input));
+    crate::engine::runtime::spawn(read_stream(shared.clone(), output, input));
     WebSocket {
         shared,
         protocol: protocol.map(Box::new),

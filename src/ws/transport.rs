@@ -5,7 +5,7 @@
 //! the HTTP/2 driver; its input is the request body, read by a task of its own that
 //! pauses while reads are held.
 
-use crate::Conn;
+use crate::engine::conn::Conn;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::collections::VecDeque;

@@ -233,7 +233,7 @@ impl Claim {
         let machine = self.machine();
         let protocol = self.protocol.take();
         let socket = socket::stream_socket(output, input, &self.config, machine, protocol);
-        crate::spawn(callback(socket));
+        crate::engine::runtime::spawn(callback(socket));
     }
 }
 

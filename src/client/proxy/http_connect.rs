@@ -2,8 +2,8 @@
 //! out, the proxy's response head in (parsed by the client's own HTTP/1 codec, with its
 //! limits); a 2xx opens the tunnel, anything else is the proxy's refusal.
 
+use crate::engine::net::handshake::Handshake;
 use crate::http::h1::client::{parse_response_head, ResponseError, ResponseLimits};
-use crate::net::handshake::Handshake;
 use http::{HeaderValue, Method, StatusCode};
 use std::fmt;
 

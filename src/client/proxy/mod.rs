@@ -22,10 +22,10 @@ mod no_proxy;
 
 use super::connect::resolve;
 use super::error::{Error, ErrorKind};
+use crate::engine::net::handshake::{drive, Failed, Handshake};
+use crate::engine::net::socks::{Socks4, Socks5, SocksError, Target};
+use crate::engine::net::TcpStream;
 use crate::http::h1::client::ResponseLimits;
-use crate::net::handshake::{drive, Failed, Handshake};
-use crate::net::socks::{Socks4, Socks5, SocksError, Target};
-use crate::net::TcpStream;
 use base64::Engine as _;
 use http::{HeaderValue, Uri};
 use http_connect::{ConnectError, HttpConnect};
@@ -277,7 +277,7 @@ impl Endpoint {
         H::Error: std::error::Error + Send + Sync + 'static,
     {
         let stream = self.connect().await?;
-        let Ok(done) = crate::time::timeout(within, drive(&stream, machine)).await else {
+        let Ok(done) = crate::engine::time::timeout(within, drive(&stream, machine)).await else {
             return Err(Error::new(
                 ErrorKind::ConnectTimeout,
                 format!("the proxy {self} did not finish its handshake within {within:?}"),

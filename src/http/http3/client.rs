@@ -6,7 +6,7 @@
 //! error reads as ECONNREFUSED) rather than at the handshake's timeout.
 
 use super::driver::{ConnState, Driver, QuicConn, Side};
-use crate::net::UdpSocket;
+use crate::engine::net::UdpSocket;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{
     ConnectionError, ConnectionEvent, ConnectionHandle, DatagramEvent, EndpointEvent, Transmit,
@@ -135,7 +135,7 @@ pub(crate) async fn connect(
         socket,
         rbuf: Mutex::new(vec![0; MAX_DATAGRAM]),
     });
-    crate::spawn(Driver::new(side, ch, quic.0.clone()));
+    crate::engine::runtime::spawn(Driver::new(side, ch, quic.0.clone()));
     quic.handshake_done().await.map_err(|e| {
         let kind = match &e {
             ConnectionError::TimedOut => io::ErrorKind::TimedOut,

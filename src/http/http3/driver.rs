@@ -13,7 +13,7 @@
 //! Locks: a connection's state, then its side's endpoint; never the other way round.
 
 use super::wakers::Wakers;
-use crate::conn::UdpSender;
+use crate::engine::conn::UdpSender;
 use quinn_proto::{ConnectionError, ConnectionEvent, ConnectionHandle, EndpointEvent, Transmit};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -221,7 +221,7 @@ pub(crate) struct Driver<S: Side> {
     side: Arc<S>,
     ch: ConnectionHandle,
     c: Arc<ConnShared>,
-    sleep: Option<crate::time::Sleep>,
+    sleep: Option<crate::engine::time::Sleep>,
     /// Stepped aside once for a stream's send (see `turn`).
     deferred: bool,
 }
@@ -312,7 +312,7 @@ fn turn(
     side: &dyn Side,
     ch: ConnectionHandle,
     c: &ConnShared,
-    sleep: &mut Option<crate::time::Sleep>,
+    sleep: &mut Option<crate::engine::time::Sleep>,
     deferred: &mut bool,
     buf: &mut Vec<u8>,
     cx: &mut Context<'_>,
@@ -392,7 +392,7 @@ fn turn(
         *sleep = None;
         return Poll::Pending;
     };
-    let timer = sleep.get_or_insert_with(|| crate::time::sleep_until(deadline));
+    let timer = sleep.get_or_insert_with(|| crate::engine::time::sleep_until(deadline));
     // QUIC's deadline moves on almost every turn (each packet pushes the idle timeout
     // later). Re-arming costs a timer entry and a message to a loop, so a later deadline
     // keeps the armed one: when that fires, the turn finds nothing due and arms the new

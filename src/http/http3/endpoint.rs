@@ -11,7 +11,7 @@
 
 use super::driver::{ConnShared, ConnState, Driver, QuicConn, Side};
 use super::{Http3Config, RetryPolicy};
-use crate::conn::{Conn, DatagramHandler, Handler, UdpSender};
+use crate::engine::conn::{Conn, DatagramHandler, Handler, UdpSender};
 use crate::http::ConnInfo;
 use bytes::{Bytes, BytesMut};
 use quinn_proto::{ConnectionEvent, ConnectionHandle, DatagramEvent, EndpointEvent, Transmit};
@@ -146,7 +146,7 @@ impl QuicEndpoint {
         if let Err(driver) = (self.on_connection)(quic.clone(), info, driver) {
             // H3_NO_ERROR: the server is shutting down.
             quic.close(0x100, b"shutting down");
-            crate::spawn(driver);
+            crate::engine::runtime::spawn(driver);
         }
     }
 }

@@ -89,7 +89,7 @@ pub(crate) async fn serve_connection<S, B>(
                 Step::Accepted(Ok(Some(resolver))) => {
                     let guard = InFlight::enter(&in_flight);
                     let svc = svc.clone();
-                    crate::spawn(async move {
+                    crate::engine::runtime::spawn(async move {
                         request(resolver, svc, limits).await;
                         drop(guard);
                     });
@@ -118,7 +118,7 @@ pub(crate) async fn serve_connection<S, B>(
     // Dropping h3's connection closes the QUIC one (H3_NO_ERROR); the caller may stop the
     // server next, so wait (briefly) until the close has left.
     drop(conn);
-    let sent = crate::time::timeout(CLOSE_GRACE, handle.close_sent()).await;
+    let sent = crate::engine::time::timeout(CLOSE_GRACE, handle.close_sent()).await;
     if sent.is_err() {
         tracing::debug!("HTTP/3 CONNECTION_CLOSE not sent within {CLOSE_GRACE:?}");
     }

@@ -3,7 +3,7 @@
 //! throwaway self-signed pair made for this (`CN=fuzz.fibr.invalid`); they protect nothing.
 
 use super::session::{Session, MAX_RECORD};
-use crate::conn::{Delivered, Layer};
+use crate::engine::conn::{Delivered, Layer};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::UnbufferedServerConnection;

@@ -17,7 +17,7 @@
 //! layer ([`Admission::watch`]; a plain connection is opened at once and costs no lock).
 
 use super::ConnInner;
-use crate::sync_notify::Notify;
+use crate::engine::sync_notify::Notify;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -90,9 +90,9 @@ impl LiveCount {
             return;
         }
         later.sort_by_key(|(at, _)| *at);
-        drop(crate::spawn(async move {
+        drop(crate::engine::runtime::spawn(async move {
             for (at, conn) in later {
-                crate::time::sleep_until(at).await;
+                crate::engine::time::sleep_until(at).await;
                 if let Some(conn) = conn.upgrade() {
                     conn.close_in_handshake();
                 }

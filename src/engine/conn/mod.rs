@@ -28,12 +28,12 @@ pub(crate) use open::{Listener, StopAccepting};
 pub(crate) use splice::{splice_pair, Spliced};
 pub use udp::{DatagramHandler, UdpSender};
 
-use crate::buf::PooledBuf;
-use crate::exec::pool::Runnable;
-use crate::exec::state::SchedState;
-use crate::reactor::Source;
-use crate::runtime::{Command, Loop, ReadyCtx, Runtime};
-use crate::sys::{socket, Event, Interest};
+use crate::engine::buf::PooledBuf;
+use crate::engine::exec::pool::Runnable;
+use crate::engine::exec::state::SchedState;
+use crate::engine::reactor::Source;
+use crate::engine::runtime::{Command, Loop, ReadyCtx, Runtime};
+use crate::engine::sys::{socket, Event, Interest};
 #[cfg(feature = "tls")]
 pub(crate) use layer::{Delivered, Info, Layer, Received, Shared};
 use output::Output;

@@ -3,7 +3,7 @@
 //! One message at a time (no pipelining: some servers read only what they expect).
 
 use super::{check_name, SocksError, Target, MAX_FIELD};
-use crate::net::handshake::Handshake;
+use crate::engine::net::handshake::Handshake;
 use std::net::SocketAddr;
 
 const VERSION: u8 = 5;

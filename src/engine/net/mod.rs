@@ -49,7 +49,7 @@ mod registration;
 mod resolve;
 pub mod socks;
 
-use crate::sys::socket;
+use crate::engine::sys::socket;
 use registration::{Direction, Registration};
 pub(crate) use resolve::resolve;
 pub use resolve::{lookup_host, ToSocketAddrs};
@@ -182,7 +182,9 @@ impl TcpListener {
     /// Binds to `addr` (the first resolved address that binds).
     pub async fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let addrs = resolve(addr).await?;
-        let backlog = crate::runtime::Runtime::current().config.listen_backlog;
+        let backlog = crate::engine::runtime::Runtime::current()
+            .config
+            .listen_backlog;
         let fd = first_ok(addrs, |a| socket::tcp_listener(a, false, backlog))?;
         Ok(TcpListener {
             reg: Registration::new(fd)?,
@@ -222,7 +224,9 @@ impl TcpListener {
         socket::local_addr(self.reg.fd()).ok_or_else(|| io::Error::other("no local address"))
     }
 
-    pub(crate) fn into_fd(self) -> io::Result<(OwnedFd, std::sync::Arc<crate::runtime::Runtime>)> {
+    pub(crate) fn into_fd(
+        self,
+    ) -> io::Result<(OwnedFd, std::sync::Arc<crate::engine::runtime::Runtime>)> {
         self.reg.into_fd()
     }
 }
@@ -328,7 +332,9 @@ pub struct UnixListener {
 impl UnixListener {
     /// Binds to `path` (which must not exist).
     pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
-        let backlog = crate::runtime::Runtime::current().config.listen_backlog;
+        let backlog = crate::engine::runtime::Runtime::current()
+            .config
+            .listen_backlog;
         let fd = socket::unix_listener(path.as_ref(), backlog)?;
         Ok(UnixListener {
             reg: Registration::new(fd)?,
@@ -343,7 +349,9 @@ impl UnixListener {
         })
     }
 
-    pub(crate) fn into_fd(self) -> io::Result<(OwnedFd, std::sync::Arc<crate::runtime::Runtime>)> {
+    pub(crate) fn into_fd(
+        self,
+    ) -> io::Result<(OwnedFd, std::sync::Arc<crate::engine::runtime::Runtime>)> {
         self.reg.into_fd()
     }
 

@@ -1,10 +1,10 @@
 //! The engine: a runtime (loops + workers) serving a set of bindings.
 
-use crate::conn::udp::UdpSocketSource;
-use crate::conn::{Handler, Kind, Listener};
-use crate::reactor::Source;
-use crate::runtime::{Command, Config, Loop, Runtime};
-use crate::sys::socket;
+use crate::engine::conn::udp::UdpSocketSource;
+use crate::engine::conn::{Conn, Handler, Kind, Listener};
+use crate::engine::reactor::Source;
+use crate::engine::runtime::{Command, Config, Loop, Runtime};
+use crate::engine::sys::socket;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -291,19 +291,19 @@ impl Engine {
     }
 
     /// Spawns a future on this engine's workers.
-    pub fn spawn<F>(&self, future: F) -> crate::JoinHandle<F::Output>
+    pub fn spawn<F>(&self, future: F) -> crate::engine::exec::JoinHandle<F::Output>
     where
         F: std::future::Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::exec::spawn_on(&self.inner.rt.pool, future)
+        crate::engine::exec::spawn_on(&self.inner.rt.pool, future)
     }
 
     /// Runs `future` to completion on the calling thread with this engine as the current
     /// runtime (so `fibr::spawn`, timers and `fibr::net` use it).
     pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
-        let _g = crate::runtime::enter(&self.inner.rt);
-        crate::exec::block_on(future)
+        let _g = crate::engine::runtime::enter(&self.inner.rt);
+        crate::engine::exec::block_on(future)
     }
 
     /// Blocks the calling thread until the engine has shut down.
@@ -358,5 +358,15 @@ impl Drop for EngineInner {
         if !self.rt.is_stopped() {
             self.rt.stop(Duration::from_millis(100));
         }
+    }
+}
+
+// `Conn::dial` takes the engine, so it lives here rather than in `conn`, which the engine
+// is built on.
+impl Conn {
+    /// Starts a non-blocking TCP connect; `handler.on_open` runs once it completes, or
+    /// `on_close` with the error if it fails. Output sent before that is queued.
+    pub fn dial(engine: &Engine, addr: SocketAddr, handler: impl Handler) -> io::Result<Conn> {
+        Conn::dial_on(engine.runtime(), addr, Arc::new(handler))
     }
 }

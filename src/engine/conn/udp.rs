@@ -18,11 +18,11 @@
 //! refuses), else as separate datagrams.
 
 use super::{ConnInner, Handler, Kind, EV_CLOSE, EV_OPEN, EV_READ};
-use crate::conn::output::Output;
-use crate::reactor::Source;
-use crate::runtime::{Config, ReadyCtx, Runtime};
-use crate::sys::socket::{self, OutDatagram};
-use crate::sys::{Event, Interest};
+use crate::engine::conn::output::Output;
+use crate::engine::reactor::Source;
+use crate::engine::runtime::{Config, ReadyCtx, Runtime};
+use crate::engine::sys::socket::{self, OutDatagram};
+use crate::engine::sys::{Event, Interest};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;

@@ -19,7 +19,7 @@
 
 use super::{Conn, ConnInner, Kind, ReadEnd, EV_RESUME, F_CLOSING, F_EOF, F_LAYER};
 use super::{F_READ_PENDING, F_SPLICE};
-use crate::sys::pipe;
+use crate::engine::sys::pipe;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! `Config::write_timeout` is closed, so a client that stops reading cannot hold a
 //! connection (and its queued bytes) forever.
 
-use crate::time::Sleep;
+use crate::engine::time::Sleep;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Waker};
@@ -18,7 +18,7 @@ impl Stall {
     pub fn start(timeout: Duration, waker: &Waker) -> Stall {
         let now = Instant::now();
         let mut s = Stall {
-            timer: crate::time::sleep_until(now + timeout),
+            timer: crate::engine::time::sleep_until(now + timeout),
             last_progress: now,
         };
         s.poll(waker);

@@ -242,7 +242,7 @@ fn check_name(name: &str) -> Result<(), SocksError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::handshake::Handshake;
+    use crate::engine::net::handshake::Handshake;
     use proptest::prelude::*;
 
     /// Feeds `replies` as the driver would (at most `want` bytes a time, `split` bounding

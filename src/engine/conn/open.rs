@@ -5,25 +5,15 @@ use super::live::{Admission, LiveCount};
 #[cfg(all(feature = "hyper", feature = "ws"))]
 use super::DetachedSocket;
 use super::{Conn, ConnInner, Handler, Kind, EV_OPEN};
-use crate::reactor::Source;
-use crate::runtime::{Command, Loop, ReadyCtx, Runtime};
-use crate::sys::{socket, Event, Interest};
+use crate::engine::reactor::Source;
+use crate::engine::runtime::{Command, Loop, ReadyCtx, Runtime};
+use crate::engine::sys::{socket, Event, Interest};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 impl Conn {
-    /// Starts a non-blocking TCP connect; `handler.on_open` runs once it completes, or
-    /// `on_close` with the error if it fails. Output sent before that is queued.
-    pub fn dial(
-        engine: &crate::Engine,
-        addr: SocketAddr,
-        handler: impl Handler,
-    ) -> io::Result<Conn> {
-        Conn::dial_on(engine.runtime(), addr, Arc::new(handler))
-    }
-
     pub(crate) fn dial_on(
         rt: &Arc<Runtime>,
         addr: SocketAddr,

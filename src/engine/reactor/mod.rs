@@ -18,8 +18,8 @@ mod commands;
 mod slab;
 pub(crate) mod timer;
 
-use crate::exec::pool::{batch_len, batched, WorkerPool};
-use crate::sys::{Event, Interest, Poller};
+use crate::engine::exec::pool::{batch_len, batched, WorkerPool};
+use crate::engine::sys::{Event, Interest, Poller};
 use commands::CommandQueue;
 use slab::Slab;
 use std::collections::HashMap;

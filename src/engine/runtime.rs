@@ -1,9 +1,9 @@
 //! The runtime behind an engine: its configuration, event loops and worker pool, and the
 //! thread-local "current runtime" that `spawn`, timers and the I/O types use.
 
-use crate::exec::pool::{WorkerPool, WorkerPoolConfig};
-use crate::reactor;
-use crate::sys::{Backend, Poller};
+use crate::engine::exec::pool::{WorkerPool, WorkerPoolConfig};
+use crate::engine::reactor;
+use crate::engine::sys::{Backend, Poller};
 use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -374,7 +374,7 @@ struct LoopDriver {
     rt: std::sync::Weak<Runtime>,
 }
 
-impl crate::exec::pool::Drive for LoopDriver {
+impl crate::engine::exec::pool::Drive for LoopDriver {
     fn turn(&self, worker: usize, max_wait: Option<Duration>) -> bool {
         let Some(rt) = self.rt.upgrade() else {
             return false;
@@ -392,4 +392,38 @@ impl crate::exec::pool::Drive for LoopDriver {
             }
         }
     }
+}
+
+/// Spawns a future on the current runtime's workers (the default runtime outside one).
+pub fn spawn<F>(future: F) -> crate::engine::exec::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    crate::engine::exec::spawn_on(&Runtime::current().pool, future)
+}
+
+/// Runs `future` to completion on the calling thread, with the current runtime (or the
+/// process-wide default one, started on first use) driving its I/O, timers and spawns.
+pub fn run<F: std::future::Future>(future: F) -> F::Output {
+    let rt = Runtime::current();
+    let _g = enter(&rt);
+    #[cfg(feature = "tokio")]
+    let _tokio = rt.tokio.enter();
+    crate::engine::exec::block_on(future)
+}
+
+/// Yields to other tasks once.
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }

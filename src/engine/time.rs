@@ -16,8 +16,8 @@
 //! });
 //! ```
 
-use crate::reactor::TimerEntry;
-use crate::runtime::{Command, Runtime};
+use crate::engine::reactor::TimerEntry;
+use crate::engine::runtime::{Command, Runtime};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

@@ -2,7 +2,7 @@
 //! 0.0.0.x with x nonzero, the name after the user id): one request, one 8-byte reply.
 
 use super::{check_name, SocksError, Target, MAX_FIELD};
-use crate::net::handshake::Handshake;
+use crate::engine::net::handshake::Handshake;
 use std::net::SocketAddr;
 
 const REPLY_LEN: usize = 8;

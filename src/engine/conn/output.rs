@@ -4,8 +4,8 @@
 //! one contiguous write. Whatever the socket does not take is moved into exact-size owned
 //! chunks, so the pooled buffer goes back and a backed-up connection holds only its data.
 
-use crate::buf::PooledBuf;
-use crate::sys::socket;
+use crate::engine::buf::PooledBuf;
+use crate::engine::sys::socket;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IoSlice};

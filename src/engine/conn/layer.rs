@@ -15,8 +15,8 @@ use super::{
     Conn, ConnInner, Handler, Io, ReadEnd, F_CLOSING, F_EOF, F_LAYER, F_LAYER_REPLAY,
     F_NEW_HANDLER, F_READ_PENDING,
 };
-use crate::buf::PooledBuf;
-use crate::time::Sleep;
+use crate::engine::buf::PooledBuf;
+use crate::engine::time::Sleep;
 use std::any::Any;
 use std::future::Future;
 use std::io;
@@ -198,7 +198,7 @@ impl ConnInner {
         let deadline = layer.deadline();
         let mut lio = LayerIo::new(layer);
         if let Some(at) = deadline {
-            let mut timer = crate::time::sleep_until(at);
+            let mut timer = crate::engine::time::sleep_until(at);
             let waker = self.waker();
             // Registers the timer; a due one is seen by `handshake_expired`.
             let _ = Pin::new(&mut timer).poll(&mut Context::from_waker(&waker));
@@ -265,7 +265,7 @@ impl ConnInner {
     pub(super) fn input_waiting(&self) -> bool {
         let io = self.io.lock().unwrap();
         let kept = io.layer.as_deref().is_some_and(|l| !l.kept.is_empty());
-        kept || io.fd.is_some() && crate::sys::socket::has_input(self.fd)
+        kept || io.fd.is_some() && crate::engine::sys::socket::has_input(self.fd)
     }
 
     /// True while a layer is still in its handshake (the handler has not been opened).

@@ -5,9 +5,9 @@
 //! makes that clear conditional, so readiness that arrives between the failed call and the
 //! clear is never lost (edge-triggered polling would not report it again).
 
-use crate::reactor::Source;
-use crate::runtime::{Command, Loop, ReadyCtx, Runtime};
-use crate::sys::{Event, Interest};
+use crate::engine::reactor::Source;
+use crate::engine::runtime::{Command, Loop, ReadyCtx, Runtime};
+use crate::engine::sys::{Event, Interest};
 #[cfg(fibr_loom)]
 use loom::sync::{
     atomic::{AtomicU64, Ordering},
@@ -240,7 +240,7 @@ impl Registration {
     /// Gives the descriptor to another owner: a duplicate is returned and this
     /// registration (with its original descriptor) is dropped.
     pub fn into_fd(self) -> io::Result<(OwnedFd, Arc<Runtime>)> {
-        let fd = crate::sys::socket::dup(self.fd())?;
+        let fd = crate::engine::sys::socket::dup(self.fd())?;
         Ok((fd, self.rt.clone()))
     }
 
@@ -294,8 +294,8 @@ mod loom_tests {
     //! byte count the loop fills before it reports the edge, as the kernel does.
 
     use super::{Direction, IoSource, CLOSED, READABLE, WRITABLE};
+    use crate::engine::reactor::Source;
     use crate::loom_support::counting_waker;
-    use crate::reactor::Source;
     use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
     use loom::sync::Mutex;
     use loom::thread;

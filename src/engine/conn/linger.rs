@@ -11,9 +11,9 @@
 //! A close that finds nothing unread (the usual one) closes at once: lingering costs a
 //! timer and a round, which connection churn would pay on every connection.
 
-use crate::buf::PooledBuf;
-use crate::sys::socket;
-use crate::time::Sleep;
+use crate::engine::buf::PooledBuf;
+use crate::engine::sys::socket;
+use crate::engine::time::Sleep;
 use std::future::Future;
 use std::io;
 use std::os::fd::RawFd;
@@ -53,7 +53,7 @@ impl Linger {
     /// runs the connection's round when the deadline passes.
     pub fn start(fd: RawFd, timeout: Duration, waker: &Waker) -> io::Result<Linger> {
         socket::shutdown_write(fd)?;
-        let mut deadline = crate::time::sleep_until(Instant::now() + timeout);
+        let mut deadline = crate::engine::time::sleep_until(Instant::now() + timeout);
         // Registers the timer; it cannot be due yet unless the timeout is zero.
         if Pin::new(&mut deadline)
             .poll(&mut Context::from_waker(waker))
