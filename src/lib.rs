@@ -83,6 +83,7 @@ mod loom_support;
 pub mod mux;
 #[cfg(target_os = "linux")]
 pub mod prefork;
+mod proto;
 #[cfg(feature = "proxy")]
 pub mod proxy;
 #[cfg(feature = "hyper")]

@@ -6,7 +6,7 @@
 use super::error::{Error, ErrorKind};
 use super::proxy::{route, Proxy, Route};
 use crate::engine::net::{TcpStream, UnixStream};
-use crate::http::h1::client::ResponseLimits;
+use crate::proto::h1::client::ResponseLimits;
 use http::{HeaderValue, Uri};
 use std::future::Future;
 use std::io;

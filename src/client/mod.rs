@@ -80,8 +80,8 @@ pub use proxy::Proxy;
 #[cfg(feature = "tls")]
 pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 
-use crate::http::h1::client::BodyFraming;
-use crate::http::h2::client::ClientConfig as H2Config;
+use crate::proto::h1::client::BodyFraming;
+use crate::proto::h2::client::ClientConfig as H2Config;
 use body::{ReqBody, Wire};
 use conn::{Answer, Failure, H1Options, Http1Conn, ProxyForm};
 use h2::H2Conn;

@@ -4,8 +4,8 @@
 use super::body::ReqBody;
 use super::connect::Connection;
 use super::error::{Error, ErrorKind};
-use crate::http::h1::body::BodyEncoder;
-use crate::http::h1::client::BodyFraming;
+use crate::proto::h1::body::BodyEncoder;
+use crate::proto::h1::client::BodyFraming;
 use bytes::Bytes;
 use http_body::Body;
 use std::io::{self, IoSlice};

@@ -6,7 +6,7 @@
 //! makes the server buffer a whole upload. The first read tells the connection the body is
 //! wanted, which is when an `Expect: 100-continue` is answered, in the response order.
 
-use crate::http::h1::server::{BodyFailure, BodySink};
+use crate::proto::h1::server::{BodyFailure, BodySink};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
@@ -274,7 +274,7 @@ impl BodySink for BodySender {
     }
 }
 
-impl crate::http::h2::server::StreamSink for BodySender {
+impl crate::proto::h2::server::StreamSink for BodySender {
     fn take_consumed(&mut self) -> usize {
         std::mem::take(&mut self.chan.state.lock().unwrap().consumed)
     }

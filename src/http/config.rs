@@ -1,8 +1,8 @@
 //! HTTP server settings: limits, timeouts, keep-alive.
 
-pub use super::h2::config::Http2Config;
 #[cfg(feature = "http3")]
 pub use super::http3::{Http3Config, RetryPolicy};
+pub use crate::proto::h2::config::Http2Config;
 use std::time::Duration;
 
 /// Limits and timeouts of fibr's HTTP server. Every limit is answered with the status the

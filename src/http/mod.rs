@@ -26,8 +26,6 @@
 mod body;
 mod config;
 mod file;
-pub(crate) mod h1;
-pub(crate) mod h2;
 #[cfg(feature = "http3")]
 pub(crate) mod http3;
 mod panic;

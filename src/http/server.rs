@@ -13,16 +13,16 @@
 use super::body::{BodySender, Incoming};
 use super::config::ServerConfig;
 use super::file::FileBody;
-use super::h1::date::{http_date, DATE_LEN};
-use super::h1::parse::RequestHead;
-use super::h1::server::{
-    After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started, Upgrade,
-};
 use super::server_h2::{with_h2, H2State, H2cUpgrade};
 use super::service::{BoxError, ConnInfo, MakeService, UnixPeer};
 use crate::engine::conn::live::{Admission, LiveCount};
 use crate::engine::conn::{Conn, Handler};
 use crate::engine::time::Sleep;
+use crate::proto::h1::date::{http_date, DATE_LEN};
+use crate::proto::h1::parse::RequestHead;
+use crate::proto::h1::server::{
+    After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started, Upgrade,
+};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use std::any::Any;
@@ -515,7 +515,7 @@ enum Sniffed {
 const PREFACE_TELLS: usize = 4;
 
 fn sniff(first: &[u8], cfg: &ServerConfig) -> Sniffed {
-    let preface = super::h2::frame::PREFACE;
+    let preface = crate::proto::h2::frame::PREFACE;
     if cfg.http2.only {
         return Sniffed::Http2;
     }

@@ -13,14 +13,16 @@
 
 use super::body::{BodySender, Incoming};
 use super::config::ServerConfig;
-use super::h1::parse::{parse_request_head, BodyFraming, Limits, RequestHead as H1RequestHead};
-use super::h2::frame::ErrorCode;
-use super::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter};
 use super::server::{arm_timer, call_service, poll_call, round_clock, with_round_output};
 use super::server::{ConnTls, Stage};
 use super::service::BoxError;
 use crate::engine::conn::Conn;
 use crate::engine::time::Sleep;
+use crate::proto::h1::parse::{
+    parse_request_head, BodyFraming, Limits, RequestHead as H1RequestHead,
+};
+use crate::proto::h2::frame::ErrorCode;
+use crate::proto::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter};
 use http::{HeaderValue, Request, Response, Version};
 use http_body::Body;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -48,12 +48,10 @@
 //! the handler here only keeps those bytes (none when the first read decides, as it nearly
 //! always does) and the timer.
 
-mod client_hello;
-mod detect;
 #[cfg(test)]
 mod tests;
 
-pub use detect::{detect, Detection, Matcher, Verdict};
+pub use crate::proto::detect::{detect, Detection, Matcher, Verdict};
 
 use crate::engine::conn::{Conn, Handler};
 use crate::engine::time::Sleep;

@@ -13,12 +13,12 @@
 
 use super::handshake::{accept_key, extension_lines, has_token, new_key};
 use super::oneshot::{self, Sender};
-use super::proto::deflate::{client_accept, client_offer, DeflateParams, PerMessageDeflate};
-use super::proto::{Machine, Role};
 use super::socket::{self, WebSocket};
 use super::{mask_seed, Config, Error};
 use crate::engine::conn::{Conn, Handler};
 use crate::http::switch::Switched;
+use crate::proto::ws::deflate::{client_accept, client_offer, DeflateParams, PerMessageDeflate};
+use crate::proto::ws::{Machine, Role};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Response, StatusCode, Uri};
 use std::sync::{Arc, Mutex};

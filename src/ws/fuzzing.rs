@@ -6,8 +6,8 @@
 //! what the peer sent, `check_frames`; 1: the rest describes messages, `check_round_trip`);
 //! bytes 1-2: a split point.
 
-pub use super::proto::deflate::{DeflateParams, PerMessageDeflate};
-pub use super::proto::{CloseFrame, Error, Limits, Machine, Message, Role, State};
+pub use crate::proto::ws::deflate::{DeflateParams, PerMessageDeflate};
+pub use crate::proto::ws::{CloseFrame, Error, Limits, Machine, Message, Role, State};
 
 /// Limits small enough for a fuzzer to cross.
 pub fn small_limits() -> Limits {

@@ -1,7 +1,7 @@
 //! The messages a [`WebSocket`](super::WebSocket) carries, shaped like axum's
 //! (`axum::extract::ws::Message`), so a handler moves over by its `use` line.
 
-use super::proto;
+use crate::proto::ws as proto;
 use bytes::Bytes;
 use std::fmt;
 use std::ops::Deref;

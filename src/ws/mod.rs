@@ -32,22 +32,22 @@ pub mod fuzzing;
 mod handshake;
 mod message;
 mod oneshot;
-pub(crate) mod proto;
 mod socket;
 mod transport;
 mod upgrade;
 
 #[cfg(feature = "axum")]
 pub use self::axum::WebSocketUpgrade;
+pub use crate::proto::ws::deflate::DeflateConfig;
+pub use crate::proto::ws::keepalive::KeepAliveConfig;
 pub use client::{connect, Connector};
 pub use handshake::WebSocketUpgradeRejection;
 pub use message::{close_code, CloseCode, CloseFrame, Message, Utf8Bytes};
-pub use proto::deflate::DeflateConfig;
-pub use proto::keepalive::KeepAliveConfig;
 pub use socket::WebSocket;
 pub use transport::UpgradeBody;
 pub use upgrade::{upgrade, Upgrade, Upgrading};
 
+use crate::proto::ws as proto;
 use std::fmt;
 
 /// Limits and options of a WebSocket connection.

@@ -9,12 +9,12 @@
 //! into the connection's output, and wait while more than the write bound is queued.
 
 use super::message::Message;
-use super::proto::keepalive::{Action, KeepAlive};
-use super::proto::{self, Machine, Role, State};
 use super::transport::{StreamIo, Transport};
 use super::{Config, Error};
 use crate::engine::conn::{Conn, Handler};
 use crate::http::switch::Switched;
+use crate::proto::ws::keepalive::{Action, KeepAlive};
+use crate::proto::ws::{self as proto, Machine, Role, State};
 use bytes::Bytes;
 use http::HeaderValue;
 use http_body::Body;

@@ -19,13 +19,13 @@
 
 use super::handshake::{self, WebSocketUpgradeRejection};
 use super::oneshot::{self, Receiver};
-use super::proto::deflate::{negotiate_server, PerMessageDeflate};
-use super::proto::{Machine, Role};
 use super::socket::{self, WebSocket};
 use super::transport::{StreamIo, UpgradeBody};
 use super::{Config, Error};
 use crate::http::switch::{OnSwitch, Switched, Tunnel};
 use crate::http::{Incoming, Protocol};
+use crate::proto::ws::deflate::{negotiate_server, PerMessageDeflate};
+use crate::proto::ws::{Machine, Role};
 use http::{Extensions, HeaderMap, HeaderValue, Method, Request, Response, Version};
 use std::future::Future;
 use std::pin::Pin;
@@ -200,7 +200,7 @@ impl Upgrade {
 struct Claim {
     config: Config,
     protocol: Option<HeaderValue>,
-    deflate: Option<super::proto::deflate::DeflateParams>,
+    deflate: Option<crate::proto::ws::deflate::DeflateParams>,
     on_failed: Option<Box<dyn FnOnce(Error) + Send>>,
 }
 

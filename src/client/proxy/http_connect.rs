@@ -3,7 +3,7 @@
 //! limits); a 2xx opens the tunnel, anything else is the proxy's refusal.
 
 use crate::engine::net::handshake::Handshake;
-use crate::http::h1::client::{parse_response_head, ResponseError, ResponseLimits};
+use crate::proto::h1::client::{parse_response_head, ResponseError, ResponseLimits};
 use http::{HeaderValue, Method, StatusCode};
 use std::fmt;
 

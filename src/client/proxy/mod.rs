@@ -25,7 +25,7 @@ use super::error::{Error, ErrorKind};
 use crate::engine::net::handshake::{drive, Failed, Handshake};
 use crate::engine::net::socks::{Socks4, Socks5, SocksError, Target};
 use crate::engine::net::TcpStream;
-use crate::http::h1::client::ResponseLimits;
+use crate::proto::h1::client::ResponseLimits;
 use base64::Engine as _;
 use http::{HeaderValue, Uri};
 use http_connect::{ConnectError, HttpConnect};

@@ -1,9 +1,9 @@
 //! HTTP/2: the frame codec, HPACK, and the server's connection machine
 //! (`fuzz/fuzz_targets/h2_*.rs`, `hpack_decode.rs`, `tests/h2_fuzz_fallback.rs`).
 
-use crate::http::h2::frame::{self, ErrorCode};
-use crate::http::h2::hpack;
-use crate::http::h2::server as h2server;
+use crate::proto::h2::frame::{self, ErrorCode};
+use crate::proto::h2::hpack;
+use crate::proto::h2::server as h2server;
 use http::HeaderMap;
 
 /// Length of a frame head.
@@ -560,7 +560,7 @@ struct H2Sink {
     read: bool,
 }
 
-impl crate::http::h1::server::BodySink for H2Sink {
+impl crate::proto::h1::server::BodySink for H2Sink {
     fn push(&mut self, data: &[u8]) {
         let mut l = self.log.borrow_mut();
         if self.record {
@@ -583,7 +583,7 @@ impl crate::http::h1::server::BodySink for H2Sink {
         l.ended = Some(true);
         l.trailers = trailers.map(|t| t.len());
     }
-    fn fail(self, _why: crate::http::h1::server::BodyFailure) {
+    fn fail(self, _why: crate::proto::h1::server::BodyFailure) {
         self.log.borrow_mut().ended = Some(false);
     }
 }
@@ -668,7 +668,7 @@ impl h2server::Dispatch for H2Recorder {
     }
 }
 
-fn h2_date() -> [u8; crate::http::h1::date::DATE_LEN] {
+fn h2_date() -> [u8; crate::proto::h1::date::DATE_LEN] {
     *b"Sun, 06 Nov 1994 08:49:37 GMT"
 }
 
@@ -723,8 +723,8 @@ impl H2Conn {
         me
     }
 
-    fn clock(&self) -> crate::http::h1::server::Clock {
-        crate::http::h1::server::Clock {
+    fn clock(&self) -> crate::proto::h1::server::Clock {
+        crate::proto::h1::server::Clock {
             now: self.now,
             date: h2_date,
         }

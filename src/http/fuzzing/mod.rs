@@ -3,7 +3,7 @@
 //! tests (`tests/fuzz_fallback.rs`, `tests/h2_fuzz_fallback.rs`). Not part of the API: it
 //! may change or vanish at any release.
 
-use crate::http::h1;
+use crate::proto::h1;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
 
 /// Bounds on one request head (as `fibr::http::ServerConfig` sets them).

@@ -2,10 +2,10 @@
 //! trailers, and resets, written into the round's output.
 
 use super::{SendState, Sending, StreamState};
-use crate::http::h1::encode::decimal;
-use crate::http::h1::server::Clock;
-use crate::http::h2::fields::CONNECTION_SPECIFIC;
-use crate::http::h2::frame::{self, ErrorCode};
+use crate::proto::h1::encode::decimal;
+use crate::proto::h1::server::Clock;
+use crate::proto::h2::fields::CONNECTION_SPECIFIC;
+use crate::proto::h2::frame::{self, ErrorCode};
 use bytes::Buf;
 use http::header::{self, HeaderMap};
 use http::{response, StatusCode};

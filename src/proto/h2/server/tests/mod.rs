@@ -2,8 +2,8 @@
 //! an HPACK encoder, a recording dispatcher, a fake clock.
 
 use super::*;
-use crate::http::h1::date::DATE_LEN;
-use crate::http::h2::frame::{Head, HEAD_LEN};
+use crate::proto::h1::date::DATE_LEN;
+use crate::proto::h2::frame::{Head, HEAD_LEN};
 use http::HeaderMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

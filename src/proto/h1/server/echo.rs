@@ -5,9 +5,9 @@
 use super::{
     After, BodyFailure, BodySink, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started,
 };
-use crate::http::config::ServerConfig;
-use crate::http::h1::date::DATE_LEN;
-use crate::http::h1::parse::RequestHead;
+use crate::http::ServerConfig;
+use crate::proto::h1::date::DATE_LEN;
+use crate::proto::h1::parse::RequestHead;
 use http::HeaderMap;
 use std::cell::RefCell;
 use std::rc::Rc;

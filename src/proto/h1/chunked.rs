@@ -294,7 +294,7 @@ pub(crate) mod tests {
     use super::super::testutil::Rng;
     use super::*;
 
-    pub(crate) use crate::http::h1::body::MAX_TRAILER_BYTES as DEFAULT_MAX_TRAILER_BYTES;
+    pub(crate) use crate::proto::h1::body::MAX_TRAILER_BYTES as DEFAULT_MAX_TRAILER_BYTES;
 
     type Body = (Vec<u8>, Option<HeaderMap>, usize);
 

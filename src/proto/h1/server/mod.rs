@@ -19,7 +19,7 @@ use super::body::{BodyChunk, BodyDecoder, BodyEncoder, EncodeError};
 use super::date::DATE_LEN;
 use super::encode::{encode_head, framing_for, response_wants_close};
 use super::parse::{parse_request_head, Limits, ParseError, RequestHead};
-use crate::http::config::ServerConfig;
+use crate::http::ServerConfig;
 use bytes::Buf;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
 use std::collections::VecDeque;

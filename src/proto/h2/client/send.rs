@@ -2,8 +2,8 @@
 //! trailers, resets, and the credit that reopens the server's windows.
 
 use super::{ClientConn, Phase, Remote, Stream};
-use crate::http::h2::fields::CONNECTION_SPECIFIC;
-use crate::http::h2::frame::{self, ErrorCode, MAX_WINDOW};
+use crate::proto::h2::fields::CONNECTION_SPECIFIC;
+use crate::proto::h2::frame::{self, ErrorCode, MAX_WINDOW};
 use bytes::Buf;
 use http::{HeaderMap, Method};
 

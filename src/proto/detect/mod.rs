@@ -1,7 +1,7 @@
 //! Telling protocols apart by their first bytes: the sans-IO part of the mux. Bytes in,
 //! a [`Detection`] out; no connection, timer or buffer of its own.
 
-use super::client_hello;
+mod client_hello;
 use std::fmt;
 use std::sync::Arc;
 

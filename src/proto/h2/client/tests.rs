@@ -2,10 +2,10 @@
 //! memory, and against hand-made frames.
 
 use super::*;
-use crate::http::h1::date::DATE_LEN;
-use crate::http::h1::server::{BodyFailure, BodySink, Clock};
-use crate::http::h2::server::{self, NewBody, ServerConn, StreamSink};
 use crate::http::ServerConfig;
+use crate::proto::h1::date::DATE_LEN;
+use crate::proto::h1::server::{BodyFailure, BodySink, Clock};
+use crate::proto::h2::server::{self, NewBody, ServerConn, StreamSink};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -504,8 +504,8 @@ fn block(input: &mut Vec<u8>, stream: u32, end: bool, status: &str, fields: &[(&
             b":status",
             None,
             status.as_bytes(),
-            crate::http::h2::hpack::Indexing::Without,
-            crate::http::h2::hpack::Huffman::Never,
+            crate::proto::h2::hpack::Indexing::Without,
+            crate::proto::h2::hpack::Huffman::Never,
             &mut b,
         );
     }
@@ -514,8 +514,8 @@ fn block(input: &mut Vec<u8>, stream: u32, end: bool, status: &str, fields: &[(&
             n.as_bytes(),
             None,
             v.as_bytes(),
-            crate::http::h2::hpack::Indexing::Without,
-            crate::http::h2::hpack::Huffman::Never,
+            crate::proto::h2::hpack::Indexing::Without,
+            crate::proto::h2::hpack::Huffman::Never,
             &mut b,
         );
     }

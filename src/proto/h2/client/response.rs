@@ -1,7 +1,7 @@
 //! A response's header block, field by field, into an `http` response head (RFC 9113
 //! §8.3.2): only `:status`; the rules every block follows are `h2::fields`.
 
-use crate::http::h2::fields::{Fields, Malformed};
+use crate::proto::h2::fields::{Fields, Malformed};
 use http::header::HeaderMap;
 use http::StatusCode;
 

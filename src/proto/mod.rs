@@ -1,0 +1,11 @@
+//! The protocol machines, sans-IO: bytes and time in; messages, bytes to write and
+//! deadlines out. Nothing here owns a socket, a thread, a clock or a task (the layer check,
+//! `scripts/layers`, keeps `engine` out), so each is tested deterministically and its
+//! parsers fuzzed. Their drivers, which join them to connections, are the modules above:
+//! `http` (the server), `client`, `ws`, `tls`, `mux`, `proxy`.
+
+pub(crate) mod detect;
+pub(crate) mod h1;
+pub(crate) mod h2;
+#[cfg(feature = "ws")]
+pub(crate) mod ws;
