@@ -6,7 +6,7 @@
 //! makes the server buffer a whole upload. The first read tells the connection the body is
 //! wanted, which is when an `Expect: 100-continue` is answered, in the response order.
 
-use crate::proto::h1::server::{BodyFailure, BodySink};
+use crate::proto::shared::{BodyFailure, BodySink};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};

@@ -18,7 +18,7 @@ use super::service::{BoxError, ConnInfo, MakeService, UnixPeer};
 use crate::engine::conn::live::{Admission, LiveCount};
 use crate::engine::conn::{Conn, Handler};
 use crate::engine::time::Sleep;
-use crate::proto::h1::date::{http_date, DATE_LEN};
+use crate::proto::date::{http_date, DATE_LEN};
 use crate::proto::h1::parse::RequestHead;
 use crate::proto::h1::server::{
     After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started, Upgrade,

@@ -4,8 +4,10 @@
 //! parsers fuzzed. Their drivers, which join them to connections, are the modules above:
 //! `http` (the server), `client`, `ws`, `tls`, `mux`, `proxy`.
 
+pub(crate) mod date;
 pub(crate) mod detect;
 pub(crate) mod h1;
 pub(crate) mod h2;
+pub(crate) mod shared;
 #[cfg(feature = "ws")]
 pub(crate) mod ws;

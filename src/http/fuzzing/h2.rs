@@ -560,7 +560,7 @@ struct H2Sink {
     read: bool,
 }
 
-impl crate::proto::h1::server::BodySink for H2Sink {
+impl crate::proto::shared::BodySink for H2Sink {
     fn push(&mut self, data: &[u8]) {
         let mut l = self.log.borrow_mut();
         if self.record {
@@ -583,7 +583,7 @@ impl crate::proto::h1::server::BodySink for H2Sink {
         l.ended = Some(true);
         l.trailers = trailers.map(|t| t.len());
     }
-    fn fail(self, _why: crate::proto::h1::server::BodyFailure) {
+    fn fail(self, _why: crate::proto::shared::BodyFailure) {
         self.log.borrow_mut().ended = Some(false);
     }
 }
@@ -668,7 +668,7 @@ impl h2server::Dispatch for H2Recorder {
     }
 }
 
-fn h2_date() -> [u8; crate::proto::h1::date::DATE_LEN] {
+fn h2_date() -> [u8; crate::proto::date::DATE_LEN] {
     *b"Sun, 06 Nov 1994 08:49:37 GMT"
 }
 
@@ -723,8 +723,8 @@ impl H2Conn {
         me
     }
 
-    fn clock(&self) -> crate::proto::h1::server::Clock {
-        crate::proto::h1::server::Clock {
+    fn clock(&self) -> crate::proto::shared::Clock {
+        crate::proto::shared::Clock {
             now: self.now,
             date: h2_date,
         }

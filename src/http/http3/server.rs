@@ -6,7 +6,7 @@ use super::driver::QuicConn;
 use super::quic::{RecvStream, SendStream};
 use crate::http::service::BoxError;
 use crate::http::Incoming;
-use crate::proto::h1::server::{BodyFailure, BodySink};
+use crate::proto::shared::{BodyFailure, BodySink};
 use bytes::{Buf, Bytes};
 use h3::error::Code;
 use h3::server::{RequestResolver, RequestStream};

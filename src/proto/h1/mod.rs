@@ -18,14 +18,12 @@
 //! - `chunked`: `ChunkedDecoder`, the chunked coding's incremental, zero-copy state machine.
 //! - `encode`: response heads (`encode_head`, `framing_for`), chunk encoders,
 //!   `response_wants_close`.
-//! - `date`: `http_date()`, the current IMF-fixdate for the Date header.
 
 pub(crate) mod body;
 pub(crate) mod chunked;
 pub(crate) mod client;
 #[cfg(feature = "client")]
 pub(crate) mod client_conn;
-pub(crate) mod date;
 pub(crate) mod encode;
 pub(crate) mod parse;
 pub(crate) mod server;

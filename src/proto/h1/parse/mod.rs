@@ -127,7 +127,7 @@ impl ParseError {
         }
     }
 
-    fn message(&self) -> &'static str {
+    pub(crate) fn message(&self) -> &'static str {
         use ParseError::*;
         match self {
             TooManyEmptyLines => "too many empty lines before the request line",

@@ -6,7 +6,7 @@ use super::{
     After, BodyFailure, BodySink, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started,
 };
 use crate::http::ServerConfig;
-use crate::proto::h1::date::DATE_LEN;
+use crate::proto::date::DATE_LEN;
 use crate::proto::h1::parse::RequestHead;
 use http::HeaderMap;
 use std::cell::RefCell;

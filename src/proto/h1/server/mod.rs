@@ -16,10 +16,10 @@
 
 pub(crate) use super::body::BodyFraming;
 use super::body::{BodyChunk, BodyDecoder, BodyEncoder, EncodeError};
-use super::date::DATE_LEN;
 use super::encode::{encode_head, framing_for, response_wants_close};
-use super::parse::{parse_request_head, Limits, ParseError, RequestHead};
+use super::parse::{parse_request_head, Limits, RequestHead};
 use crate::http::ServerConfig;
+pub(crate) use crate::proto::shared::{BodyFailure, BodySink, Clock};
 use bytes::Buf;
 use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
 use std::collections::VecDeque;
@@ -33,44 +33,6 @@ pub(crate) use echo::serve_pieces;
 
 /// The interim response a client that sent `Expect: 100-continue` waits for.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-
-/// The round's time, and where its Date header comes from: the machine never reads a
-/// clock itself.
-#[derive(Clone, Copy)]
-pub(crate) struct Clock {
-    pub now: Instant,
-    /// The current IMF-fixdate (the driver caches it per round; tests fix it).
-    pub date: fn() -> [u8; DATE_LEN],
-}
-
-/// Why a request body ended before its end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BodyFailure {
-    /// The client closed the connection (or the body was dropped unfinished).
-    Incomplete,
-    /// Bad chunked framing.
-    Malformed(ParseError),
-    /// More than `max_body_size` bytes.
-    TooLarge(u64),
-    /// No body bytes within `body_read_timeout`.
-    TimedOut,
-}
-
-/// Where a request body's bytes go (the service's body stream, in the server).
-pub(crate) trait BodySink {
-    /// Takes body bytes (discarding them if the reader is gone).
-    fn push(&mut self, data: &[u8]);
-    /// Whether more may be pushed now (always once the reader is gone: the rest is
-    /// discarded); if not, the machine stops reading until it may (the driver is woken
-    /// when the reader catches up). One call: it is asked per chunk.
-    fn has_room(&self) -> bool;
-    /// The reader dropped the body: the rest is read only to be discarded.
-    fn reader_gone(&self) -> bool;
-    /// The reader asked for the body (so an owed `100 Continue` may go out).
-    fn wanted(&self) -> bool;
-    fn finish(self, trailers: Option<HeaderMap>);
-    fn fail(self, why: BodyFailure);
-}
 
 /// A request's body, as the driver is to make it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -501,7 +463,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
                 Ok((used, BodyChunk::NeedMore)) => return pos + used,
                 Err(e) => {
                     tracing::debug!(error = %e, "bad chunked request body");
-                    self.end_body(Err(BodyFailure::Malformed(e)));
+                    self.end_body(Err(BodyFailure::Malformed(e.message())));
                     // The body is the last request's: answer it with the error if none of
                     // its response went out yet, else close after it. Never a second
                     // response for one request.

@@ -2,6 +2,7 @@
 //! recording service and body sink; no sockets, threads or real time.
 
 use super::*;
+use crate::proto::date::DATE_LEN;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;

@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::http::ServerConfig;
-use crate::proto::h1::date::DATE_LEN;
-use crate::proto::h1::server::{BodyFailure, BodySink, Clock};
+use crate::proto::date::DATE_LEN;
 use crate::proto::h2::server::{self, NewBody, ServerConn, StreamSink};
+use crate::proto::shared::{BodyFailure, BodySink, Clock};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 

@@ -27,7 +27,7 @@ use super::config::Http2Config;
 use super::frame::{self, ErrorCode, Frame, FrameError, Settings, MAX_WINDOW, PREFACE};
 use super::hpack::{Decoder, Encoder};
 use crate::http::ServerConfig;
-use crate::proto::h1::server::{BodyFailure, BodySink, Clock};
+use crate::proto::shared::{BodyFailure, BodySink, Clock};
 use http::StatusCode;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

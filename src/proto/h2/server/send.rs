@@ -3,9 +3,9 @@
 
 use super::{SendState, Sending, StreamState};
 use crate::proto::h1::encode::decimal;
-use crate::proto::h1::server::Clock;
 use crate::proto::h2::fields::CONNECTION_SPECIFIC;
 use crate::proto::h2::frame::{self, ErrorCode};
+use crate::proto::shared::Clock;
 use bytes::Buf;
 use http::header::{self, HeaderMap};
 use http::{response, StatusCode};

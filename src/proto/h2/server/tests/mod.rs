@@ -2,7 +2,7 @@
 //! an HPACK encoder, a recording dispatcher, a fake clock.
 
 use super::*;
-use crate::proto::h1::date::DATE_LEN;
+use crate::proto::date::DATE_LEN;
 use crate::proto::h2::frame::{Head, HEAD_LEN};
 use http::HeaderMap;
 use std::sync::{Arc, Mutex};
