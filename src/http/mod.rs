@@ -32,7 +32,6 @@ mod panic;
 mod protocol;
 mod serve;
 mod server;
-mod server_h2;
 mod service;
 #[cfg(feature = "ws")]
 pub(crate) mod switch;

@@ -1,35 +1,11 @@
-//! The `Date` header value (RFC 9110 §5.6.7 IMF-fixdate), cached per thread and
-//! reformatted at most once per second.
-
-use std::cell::Cell;
-use std::time::{SystemTime, UNIX_EPOCH};
+//! The `Date` header value (RFC 9110 §5.6.7 IMF-fixdate), formatted from a time the
+//! caller reads (the server driver caches it per thread, `http::server::round`).
 
 /// Length of an IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT".
 pub(crate) const DATE_LEN: usize = 29;
 
 /// 9999-12-31T23:59:59Z, the last second with a 4-digit year.
 const MAX_SECS: u64 = 253_402_300_799;
-
-thread_local! {
-    static CACHE: Cell<(u64, [u8; DATE_LEN])> = const { Cell::new((u64::MAX, [0; DATE_LEN])) };
-}
-
-/// The current IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), formatted at most once per
-/// second per thread (each call still reads the clock: `SystemTime::now`, a vDSO call).
-pub(crate) fn http_date() -> [u8; DATE_LEN] {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    CACHE.with(|cache| {
-        let (secs, date) = cache.get();
-        if secs == now {
-            return date;
-        }
-        let date = format_http_date(now);
-        cache.set((now, date));
-        date
-    })
-}
 
 /// Formats `unix_secs` (seconds since 1970-01-01T00:00:00Z; clamped to year 9999) as an
 /// IMF-fixdate.
@@ -128,29 +104,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn current_date_is_well_formed_and_cached() {
-        let a = http_date();
-        assert_eq!(a.len(), DATE_LEN);
-        let s = std::str::from_utf8(&a).unwrap();
-        assert!(s.ends_with(" GMT"));
-        assert_eq!(&s[3..5], ", ");
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        // Equal to formatting now (or the second before, if the clock ticked).
-        assert!(a == format_http_date(now) || a == format_http_date(now - 1));
-        let (secs, cached) = CACHE.with(|c| c.get());
-        assert!(secs == now || secs + 1 == now);
-        assert_eq!(cached, a);
-        let b = http_date();
-        let later = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        assert!(b == format_http_date(later) || later > now);
     }
 }

@@ -1,7 +1,7 @@
 //! The HTTP/2 server driver: joins the sans-IO machine (`h2::server::ServerConn`) to a
 //! fibr connection and a tower service.
 //!
-//! `Server` (in `server.rs`) owns the connection's callbacks; a connection that opened with
+//! `Server` (in `mod.rs`) owns the connection's callbacks; a connection that opened with
 //! the HTTP/2 preface (h2c) or chose `h2` by ALPN keeps an [`H2State`] as its context
 //! instead of HTTP/1's, and each callback comes here. A round feeds the machine the bytes
 //! read (it dispatches every request in them: the service is called and its future polled
@@ -11,13 +11,13 @@
 //! WINDOW_UPDATE arrives (which runs a round); one whose output is over
 //! `response_buffer` waits for `on_drained`.
 
-use super::body::{BodySender, Incoming};
-use super::config::ServerConfig;
-use super::server::{arm_timer, call_service, poll_call, round_clock, with_round_output};
-use super::server::{ConnTls, Stage};
-use super::service::BoxError;
+use super::exchange::{call_service, poll_call, ConnTls, Stage};
+use super::round::{arm_timer, round_clock, with_round_output};
 use crate::engine::conn::Conn;
 use crate::engine::time::Sleep;
+use crate::http::body::{BodySender, Incoming};
+use crate::http::config::ServerConfig;
+use crate::http::service::BoxError;
 use crate::proto::h1::parse::{
     parse_request_head, BodyFraming, Limits, RequestHead as H1RequestHead,
 };
@@ -92,7 +92,7 @@ where
             {
                 let input = std::mem::replace(req.body_mut(), Incoming::empty());
                 req.extensions_mut()
-                    .insert(super::switch::Tunnel::new(input));
+                    .insert(crate::http::switch::Tunnel::new(input));
             }
         }
         *req.method_mut() = head.method;
