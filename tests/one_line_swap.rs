@@ -77,7 +77,10 @@ mod default_features {
         fn new() -> Files {
             let file = TempPath::new("swap", "txt");
             std::fs::write(&file, "read by tokio::fs").unwrap();
-            let dir = std::env::temp_dir().join(format!("fibr-swap-{}", std::process::id()));
+            // One directory per test: the tests run at once, and each removes its own.
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!("fibr-swap-{}-{n}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join("index.html"), "<h1>static</h1>").unwrap();
             Files { dir, file }

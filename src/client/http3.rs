@@ -12,6 +12,7 @@ use super::conn::Failure;
 use super::error::{BoxError, Error, ErrorKind};
 use super::pool::Key;
 use crate::http::http3::{client as quic_client, QuicConn, RecvStream};
+use crate::http::pump::{next, Next};
 use bytes::{Buf, Bytes};
 use http::header::{HeaderMap, ALT_SVC, CONTENT_LENGTH, HOST};
 use http::{Method, Request, Response, Uri, Version};
@@ -332,16 +333,16 @@ async fn upload(
     body: ReqBody,
 ) -> Result<(), BoxError> {
     let mut body = std::pin::pin!(body);
-    while let Some(frame) = poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
-        match frame?.into_data() {
-            Ok(data) if data.is_empty() => {}
-            Ok(data) => tx.send_data(data).await?,
-            Err(frame) => {
-                if let Ok(trailers) = frame.into_trailers() {
-                    tx.send_trailers(trailers).await?;
-                    return Ok(());
-                }
+    loop {
+        match next(body.as_mut()).await {
+            Next::Data(data, _) if data.is_empty() => {}
+            Next::Data(data, _) => tx.send_data(data).await?,
+            Next::Trailers(trailers) => {
+                tx.send_trailers(trailers).await?;
+                return Ok(());
             }
+            Next::End => break,
+            Next::Failed(e) => return Err(e),
         }
     }
     tx.finish().await?;

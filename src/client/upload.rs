@@ -4,10 +4,10 @@
 use super::body::ReqBody;
 use super::connect::Connection;
 use super::error::{Error, ErrorKind};
+use crate::http::pump::{poll_next, Next};
 use crate::proto::h1::body::BodyEncoder;
 use crate::proto::h1::client::BodyFraming;
 use bytes::Bytes;
-use http_body::Body;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
@@ -147,36 +147,27 @@ impl Upload {
 
     /// Polls the body for its next frame and encodes it.
     fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        let frame = match Pin::new(&mut self.body).poll_frame(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(None) => None,
-            Poll::Ready(Some(Ok(f))) => Some(f),
-            Poll::Ready(Some(Err(e))) => {
-                return Poll::Ready(Err(Error::new(ErrorKind::RequestBody, e)))
-            }
-        };
         let body_error = |e| Poll::Ready(Err(Error::new(ErrorKind::RequestBody, e)));
-        let Some(frame) = frame else {
-            if let Err(e) = self.encoder.finish(None, &mut self.suffix) {
-                return body_error(e);
+        let data = match ready!(poll_next(Pin::new(&mut self.body), cx)) {
+            Next::Data(data, _) => data,
+            Next::End => {
+                if let Err(e) = self.encoder.finish(None, &mut self.suffix) {
+                    return body_error(e);
+                }
+                self.finished = true;
+                return Poll::Ready(Ok(()));
             }
-            self.finished = true;
-            return Poll::Ready(Ok(()));
-        };
-        let data = match frame.into_data() {
-            Ok(data) => data,
-            Err(frame) => {
-                // Trailers end the body; only chunked framing can carry them.
-                if let Ok(trailers) = frame.into_trailers() {
-                    if self.encoder.framing() == BodyFraming::Chunked {
-                        if let Err(e) = self.encoder.finish(Some(&trailers), &mut self.suffix) {
-                            return body_error(e);
-                        }
-                        self.finished = true;
+            // Trailers end the body; only chunked framing can carry them.
+            Next::Trailers(trailers) => {
+                if self.encoder.framing() == BodyFraming::Chunked {
+                    if let Err(e) = self.encoder.finish(Some(&trailers), &mut self.suffix) {
+                        return body_error(e);
                     }
+                    self.finished = true;
                 }
                 return Poll::Ready(Ok(()));
             }
+            Next::Failed(e) => return Poll::Ready(Err(Error::new(ErrorKind::RequestBody, e))),
         };
         if data.is_empty() {
             return Poll::Ready(Ok(()));

@@ -30,6 +30,7 @@ mod file;
 pub(crate) mod http3;
 mod panic;
 mod protocol;
+pub(crate) mod pump;
 mod serve;
 mod server;
 mod service;

@@ -4,6 +4,7 @@
 
 use super::driver::QuicConn;
 use super::quic::{RecvStream, SendStream};
+use crate::http::pump::{next, Next};
 use crate::http::service::BoxError;
 use crate::http::Incoming;
 use crate::proto::shared::{BodyFailure, BodySink};
@@ -284,28 +285,22 @@ where
     send.send_response(Response::from_parts(parts, ())).await?;
     let mut body = std::pin::pin!(body);
     loop {
-        let next = poll_fn(|cx| body.as_mut().poll_frame(cx)).await;
-        let frame = match next.map(|r| r.map_err(Into::<BoxError>::into)) {
-            None => break,
-            Some(Ok(f)) => f,
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "response body failed");
-                send.stop_stream(Code::H3_INTERNAL_ERROR);
-                return Ok(());
-            }
-        };
-        match frame.into_data() {
-            Ok(mut data) => {
+        match next(body.as_mut()).await {
+            Next::Data(mut data, _) => {
                 let bytes = data.copy_to_bytes(data.remaining());
                 if !bytes.is_empty() {
                     send.send_data(bytes).await?;
                 }
             }
-            Err(frame) => {
-                if let Ok(trailers) = frame.into_trailers() {
-                    send.send_trailers(trailers).await?;
-                    break;
-                }
+            Next::Trailers(trailers) => {
+                send.send_trailers(trailers).await?;
+                break;
+            }
+            Next::End => break,
+            Next::Failed(e) => {
+                tracing::debug!(error = %e, "response body failed");
+                send.stop_stream(Code::H3_INTERNAL_ERROR);
+                return Ok(());
             }
         }
     }

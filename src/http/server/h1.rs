@@ -11,6 +11,7 @@ use crate::engine::time::Sleep;
 use crate::http::body::{BodySender, Incoming};
 use crate::http::config::ServerConfig;
 use crate::http::file::FileBody;
+use crate::http::pump::{pump, Pumped, Room, Sink};
 use crate::http::service::BoxError;
 use crate::http::service::MakeService;
 use crate::proto::h1::parse::RequestHead;
@@ -20,9 +21,8 @@ use crate::proto::h1::server::{
 use http::{Request, Response};
 use http_body::Body;
 use std::any::Any;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::Instant;
 use tower_service::Service;
 
@@ -437,47 +437,24 @@ where
     // A body of small known length is bounded anyway: skip the output check (it takes the
     // connection's lock) and write it whole.
     let small = h1.body_remaining().is_some_and(|n| n <= SMALL_BODY);
-    let ended = loop {
-        if !small && out.len() + conn.queued_bytes() >= cfg.response_buffer {
-            // Let the socket drain first; on_drained comes back here.
-            if out.len() >= cfg.response_buffer {
-                let _ = conn.send(out);
-                out.clear();
-            }
-            if conn.queued_bytes() >= cfg.response_buffer {
-                conn.wake_when_drained();
-                break None;
-            }
-        }
-        match catch_unwind(AssertUnwindSafe(|| body.as_mut().poll_frame(cx))) {
-            Ok(Poll::Pending) => break None,
-            Ok(Poll::Ready(None)) => {
-                break Some(h1.finish_body(clock, None, out).map_err(|e| e.to_string()))
-            }
-            Ok(Poll::Ready(Some(Ok(frame)))) => match frame.into_data() {
-                Ok(mut data) => {
-                    if let Err(e) = h1.write_data(&mut data, out) {
-                        break Some(Err(e.to_string()));
-                    }
-                }
-                Err(frame) => {
-                    if let Ok(trailers) = frame.into_trailers() {
-                        let end = h1.finish_body(clock, Some(&trailers), out);
-                        break Some(end.map_err(|e| e.to_string()));
-                    }
-                }
-            },
-            Ok(Poll::Ready(Some(Err(e)))) => break Some(Err(e.into().to_string())),
-            Err(_) => break Some(Err("the response body panicked".to_string())),
-        }
+    let mut sink = H1Body {
+        h1,
+        clock,
+        conn,
+        out,
+        limit: (!small).then_some(cfg.response_buffer),
+        ended: None,
     };
-    match ended {
-        None => {
+    let pumped = pump(body.as_mut(), cx, &mut sink);
+    let (h1, out) = (sink.h1, sink.out);
+    match sink.ended {
+        None if pumped == Pumped::Waiting => {
             if let Some(Front::Writing(stage)) = h1.front(out) {
                 *stage = Stage::Streaming(body);
             }
             None
         }
+        None => Some(After::Close),
         Some(Ok(after)) => Some(after),
         Some(Err(e)) => {
             // Half a response went out: only closing tells the client.
@@ -485,6 +462,70 @@ where
             h1.abort_response();
             Some(After::Close)
         }
+    }
+}
+
+/// A response body's way into HTTP/1 framing (the machine's `BodyEncoder`), bounded by
+/// the connection's queued output.
+struct H1Body<'a, X> {
+    h1: &'a mut ServerConn<BodySender, X>,
+    clock: Clock,
+    conn: &'a Conn,
+    out: &'a mut Vec<u8>,
+    /// `response_buffer`, unless the body is small enough to write whole.
+    limit: Option<usize>,
+    /// How the response ended, once it has.
+    ended: Option<Result<After, String>>,
+}
+
+impl<X> H1Body<'_, X> {
+    fn finish(&mut self, trailers: Option<&http::HeaderMap>) {
+        let end = self.h1.finish_body(self.clock, trailers, self.out);
+        self.ended = Some(end.map_err(|e| e.to_string()));
+    }
+}
+
+impl<X, D: bytes::Buf> Sink<D> for H1Body<'_, X> {
+    fn ready(&mut self) -> Room {
+        let Some(limit) = self.limit else {
+            return Room::Go;
+        };
+        if self.out.len() + self.conn.queued_bytes() < limit {
+            return Room::Go;
+        }
+        // Let the socket drain first; on_drained comes back here.
+        if self.out.len() >= limit {
+            let _ = self.conn.send(self.out);
+            self.out.clear();
+        }
+        if self.conn.queued_bytes() >= limit {
+            self.conn.wake_when_drained();
+            return Room::Wait;
+        }
+        Room::Go
+    }
+
+    fn data(&mut self, mut data: D, last: bool) -> bool {
+        if let Err(e) = self.h1.write_data(&mut data, self.out) {
+            self.ended = Some(Err(e.to_string()));
+            return false;
+        }
+        if last {
+            self.finish(None);
+        }
+        true
+    }
+
+    fn trailers(&mut self, trailers: http::HeaderMap) {
+        self.finish(Some(&trailers));
+    }
+
+    fn end(&mut self) {
+        self.finish(None);
+    }
+
+    fn failed(&mut self, err: BoxError) {
+        self.ended = Some(Err(err.to_string()));
     }
 }
 

@@ -17,6 +17,7 @@ use crate::engine::conn::Conn;
 use crate::engine::time::Sleep;
 use crate::http::body::{BodySender, Incoming};
 use crate::http::config::ServerConfig;
+use crate::http::pump::{pump, Pumped, Room, Sink};
 use crate::http::service::BoxError;
 use crate::proto::h1::parse::{
     parse_request_head, BodyFraming, Limits, RequestHead as H1RequestHead,
@@ -25,9 +26,8 @@ use crate::proto::h2::frame::ErrorCode;
 use crate::proto::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter};
 use http::{HeaderValue, Request, Response, Version};
 use http_body::Body;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 use tower_service::Service;
 
@@ -35,7 +35,7 @@ use tower_service::Service;
 pub(super) struct Exchange<F, B: Body> {
     stage: Stage<F, B>,
     /// Body bytes the windows did not let out yet.
-    unsent: Option<B::Data>,
+    unsent: Option<(B::Data, bool)>,
     /// A gRPC call's `grpc-timeout`: past it, the call is dropped and answered with
     /// DEADLINE_EXCEEDED (tonic's own transport does this; its `Routes` does not).
     deadline: Option<Instant>,
@@ -310,64 +310,70 @@ where
     B: Body,
     B::Error: Into<BoxError>,
 {
-    if let Some(mut data) = x.unsent.take() {
-        let end = body.is_end_stream();
-        if !w.send_data(&mut data, end) {
-            x.unsent = Some(data);
-            return Some(body);
-        }
-        if end {
-            return None;
-        }
+    let mut sink = H2Body {
+        w,
+        unsent: &mut x.unsent,
+        conn,
+        limit: cfg.response_buffer,
+    };
+    match pump(body.as_mut(), cx, &mut sink) {
+        Pumped::Waiting => Some(body),
+        Pumped::Done => None,
     }
-    loop {
-        if w.window() == 0 {
-            w.wait_for_window();
-            return Some(body); // a WINDOW_UPDATE runs the next round
-        }
-        if conn.queued_bytes() >= cfg.response_buffer {
-            conn.wake_when_drained();
-            return Some(body);
-        }
-        match catch_unwind(AssertUnwindSafe(|| body.as_mut().poll_frame(cx))) {
-            Ok(Poll::Pending) => return Some(body),
-            Ok(Poll::Ready(None)) => {
-                w.finish(None);
-                return None;
+}
+
+/// A response body's way into DATA frames: within both windows (a WINDOW_UPDATE runs
+/// the next round) and the connection's output bound (`on_drained` does).
+struct H2Body<'a, 'w, D> {
+    w: &'a mut StreamWriter<'w, BodySender>,
+    /// What the windows did not let out yet, and whether it ends the body.
+    unsent: &'a mut Option<(D, bool)>,
+    conn: &'a Conn,
+    limit: usize,
+}
+
+impl<D: bytes::Buf> Sink<D> for H2Body<'_, '_, D> {
+    fn ready(&mut self) -> Room {
+        if let Some((mut data, last)) = self.unsent.take() {
+            if !self.w.send_data(&mut data, last) {
+                *self.unsent = Some((data, last));
+                return Room::Wait;
             }
-            Ok(Poll::Ready(Some(Ok(frame)))) => match frame.into_data() {
-                Ok(mut data) => {
-                    // The last piece carries END_STREAM itself (no empty DATA after it).
-                    let end = body.is_end_stream();
-                    if !w.send_data(&mut data, end) {
-                        x.unsent = Some(data);
-                        return Some(body);
-                    }
-                    if end {
-                        return None;
-                    }
-                }
-                Err(frame) => {
-                    if let Ok(trailers) = frame.into_trailers() {
-                        w.finish(Some(&trailers));
-                        return None;
-                    }
-                }
-            },
-            Ok(Poll::Ready(Some(Err(e)))) => {
-                tracing::warn!(error = %e.into(), stream = w.id(), "a response body failed; resetting the stream");
-                w.reset(ErrorCode::INTERNAL_ERROR);
-                return None;
-            }
-            Err(_) => {
-                tracing::error!(
-                    stream = w.id(),
-                    "a response body panicked; resetting the stream"
-                );
-                w.reset(ErrorCode::INTERNAL_ERROR);
-                return None;
+            if last {
+                return Room::Finished;
             }
         }
+        if self.w.window() == 0 {
+            self.w.wait_for_window();
+            return Room::Wait;
+        }
+        if self.conn.queued_bytes() >= self.limit {
+            self.conn.wake_when_drained();
+            return Room::Wait;
+        }
+        Room::Go
+    }
+
+    fn data(&mut self, mut data: D, last: bool) -> bool {
+        // The last piece carries END_STREAM itself (no empty DATA after it).
+        if self.w.send_data(&mut data, last) {
+            return true;
+        }
+        *self.unsent = Some((data, last));
+        false
+    }
+
+    fn trailers(&mut self, trailers: http::HeaderMap) {
+        self.w.finish(Some(&trailers));
+    }
+
+    fn end(&mut self) {
+        self.w.finish(None);
+    }
+
+    fn failed(&mut self, err: BoxError) {
+        tracing::warn!(error = %err, stream = self.w.id(), "a response body failed; resetting the stream");
+        self.w.reset(ErrorCode::INTERNAL_ERROR);
     }
 }
 
