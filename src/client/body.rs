@@ -2,7 +2,8 @@
 //! response while driving its connection.
 
 use super::error::{BoxError, Error, ErrorKind};
-use crate::proto::h1::body::{BodyChunk, BodyDecoder, BodyFraming, Truncated};
+use crate::proto::h1::body::{BodyChunk, BodyDecoder, Truncated};
+use crate::proto::h1::framing::BodyFraming;
 use bytes::{Buf, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;

@@ -80,7 +80,7 @@ pub use proxy::Proxy;
 #[cfg(feature = "tls")]
 pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 
-use crate::proto::h1::client::BodyFraming;
+use crate::proto::h1::framing::BodyFraming;
 use crate::proto::h2::client::ClientConfig as H2Config;
 use body::{ReqBody, Wire};
 use conn::{Answer, Failure, H1Options, Http1Conn, ProxyForm};

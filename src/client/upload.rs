@@ -6,7 +6,7 @@ use super::connect::Connection;
 use super::error::{Error, ErrorKind};
 use crate::http::pump::{poll_next, Next};
 use crate::proto::h1::body::BodyEncoder;
-use crate::proto::h1::client::BodyFraming;
+use crate::proto::h1::framing::BodyFraming;
 use bytes::Bytes;
 use std::io::{self, IoSlice};
 use std::pin::Pin;

@@ -65,6 +65,27 @@ pub struct ServerConfig {
     pub(crate) alt_svc: Option<http::HeaderValue>,
 }
 
+impl ServerConfig {
+    /// The part of this configuration the HTTP/1 server machine reads.
+    pub(crate) fn h1_limits(&self) -> crate::proto::h1::server::Limits {
+        crate::proto::h1::server::Limits {
+            head: crate::proto::h1::parse::Limits {
+                max_head_bytes: self.max_head_bytes,
+                max_headers: self.max_headers,
+                max_uri_len: self.max_uri_len,
+            },
+            max_body_size: self.max_body_size,
+            max_requests_per_connection: self.max_requests_per_connection,
+            max_drain_bytes: self.max_drain_bytes,
+            max_pipelined: self.max_pipelined,
+            header_read_timeout: self.header_read_timeout,
+            body_read_timeout: self.body_read_timeout,
+            idle_timeout: self.idle_timeout,
+            drain_first_request_grace: self.drain_first_request_grace,
+        }
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {

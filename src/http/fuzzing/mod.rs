@@ -72,10 +72,10 @@ pub fn parse_request_head(buf: &[u8], limits: &Limits) -> Result<Option<(Head, u
     };
     Ok(h1::parse::parse_request_head(buf, &l)?.map(|(h, n)| {
         let framing = match h.framing {
-            h1::parse::BodyFraming::Empty => Framing::Empty,
-            h1::parse::BodyFraming::Length(n) => Framing::Length(n),
-            h1::parse::BodyFraming::Chunked => Framing::Chunked,
-            h1::parse::BodyFraming::UntilClose => {
+            h1::framing::BodyFraming::Empty => Framing::Empty,
+            h1::framing::BodyFraming::Length(n) => Framing::Length(n),
+            h1::framing::BodyFraming::Chunked => Framing::Chunked,
+            h1::framing::BodyFraming::UntilClose => {
                 unreachable!("a request body is never read until close")
             }
         };
@@ -109,7 +109,7 @@ pub fn serve_pieces(
         max_body_size,
         ..crate::http::ServerConfig::default()
     };
-    h1::server::serve_pieces(pieces, &cfg)
+    h1::server::serve_pieces(pieces, &cfg.h1_limits())
 }
 
 /// What one `ChunkedDecoder::decode` call produced.
@@ -265,10 +265,10 @@ pub fn parse_response_head(
         h1::client::parse_response_head(buf, method, limits).map_err(|e| format!("{e:?}"))?;
     Ok(parsed.map(|(h, n)| {
         let framing = match h.framing {
-            h1::body::BodyFraming::Empty => ResponseFraming::Empty,
-            h1::body::BodyFraming::Length(n) => ResponseFraming::Length(n),
-            h1::body::BodyFraming::Chunked => ResponseFraming::Chunked,
-            h1::body::BodyFraming::UntilClose => ResponseFraming::UntilClose,
+            h1::framing::BodyFraming::Empty => ResponseFraming::Empty,
+            h1::framing::BodyFraming::Length(n) => ResponseFraming::Length(n),
+            h1::framing::BodyFraming::Chunked => ResponseFraming::Chunked,
+            h1::framing::BodyFraming::UntilClose => ResponseFraming::UntilClose,
         };
         let head = ResponseHead {
             status: h.status,
@@ -292,7 +292,7 @@ pub fn encode_request_head(
     body_len: Option<u64>,
     title_case: bool,
 ) -> Option<Vec<u8>> {
-    let framing = h1::body::BodyFraming::choose(method, version, headers, body_len)?;
+    let framing = h1::framing::BodyFraming::choose(method, version, headers, body_len)?;
     let mut out = Vec::new();
     h1::client::encode_request_head(
         method, target, version, headers, framing, title_case, &mut out,

@@ -14,9 +14,10 @@ use crate::http::file::FileBody;
 use crate::http::pump::{pump, Pumped, Room, Sink};
 use crate::http::service::BoxError;
 use crate::http::service::MakeService;
+use crate::proto::h1::framing::BodyFraming;
 use crate::proto::h1::parse::RequestHead;
 use crate::proto::h1::server::{
-    After, BodyFraming, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started, Upgrade,
+    After, Clock, Dispatch, Dispatched, Front, Limits, NewBody, ServerConn, Started, Upgrade,
 };
 use http::{Request, Response};
 use http_body::Body;
@@ -225,10 +226,11 @@ where
         conn: &Conn,
         data: &[u8],
         cfg: &ServerConfig,
+        limits: &Limits,
         out: &mut Vec<u8>,
     ) {
         let (h1, mut calls) = self.split(conn, cfg);
-        h1.receive(round_clock(), data, cfg, &mut calls, out);
+        h1.receive(round_clock(), data, limits, &mut calls, out);
     }
 
     /// Calls a parked request once the service is ready, polls every call in flight,
@@ -238,6 +240,7 @@ where
         &mut self,
         conn: &Conn,
         cfg: &ServerConfig,
+        limits: &Limits,
         out: &mut Vec<u8>,
     ) -> Option<Upgrade> {
         let waker = self.waker.clone();
@@ -258,11 +261,11 @@ where
             write_ready(&mut self.h1, conn, &mut cx, out, cfg);
             let actions = self
                 .h1
-                .end_round(round_clock(), cfg, conn.reads_paused(), out);
+                .end_round(round_clock(), limits, conn.reads_paused(), out);
             if actions.parse_kept {
                 // What held the kept bytes back is gone (responses written, the service
                 // ready, room in a body's buffer): parse them now.
-                self.receive(conn, &[], cfg, out);
+                self.receive(conn, &[], cfg, limits, out);
                 continue;
             }
             if let Some(prefix) = self.h1.take_upgrade() {
@@ -545,6 +548,7 @@ where
     /// connection to hyper instead.
     pub(super) fn round(&self, conn: &Conn, data: &[u8]) {
         let cfg = &self.shared().config;
+        let limits = &self.shared().h1_limits;
         let draining = data.is_empty() && self.shared().live.draining();
         let upgrade = with_state::<S, B, _>(conn, |st| {
             if draining {
@@ -570,8 +574,8 @@ where
                 data
             };
             Round::Done(with_round_output(|out| {
-                st.receive(conn, input, cfg, out);
-                st.drive(conn, cfg, out)
+                st.receive(conn, input, cfg, limits, out);
+                st.drive(conn, cfg, limits, out)
             }))
         });
         let upgrade = match upgrade {

@@ -19,9 +19,8 @@ use crate::http::body::{BodySender, Incoming};
 use crate::http::config::ServerConfig;
 use crate::http::pump::{pump, Pumped, Room, Sink};
 use crate::http::service::BoxError;
-use crate::proto::h1::parse::{
-    parse_request_head, BodyFraming, Limits, RequestHead as H1RequestHead,
-};
+use crate::proto::h1::framing::BodyFraming;
+use crate::proto::h1::parse::{parse_request_head, Limits, RequestHead as H1RequestHead};
 use crate::proto::h2::frame::ErrorCode;
 use crate::proto::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter};
 use http::{HeaderValue, Request, Response, Version};

@@ -34,6 +34,7 @@ use super::config::ServerConfig;
 use super::service::{BoxError, ConnInfo, MakeService, UnixPeer};
 use crate::engine::conn::live::{Admission, LiveCount};
 use crate::engine::conn::{Conn, Handler};
+use crate::proto::h1::server::Limits as H1Limits;
 use exchange::ConnTls;
 use h1::{with_state, H1State};
 use h2::{with_h2, H2State};
@@ -54,6 +55,8 @@ pub struct Server<M, Marker = super::service::ServiceMarker> {
 pub(crate) struct Shared<M> {
     make: M,
     config: ServerConfig,
+    /// What the HTTP/1 machine reads of `config`, built once.
+    h1_limits: H1Limits,
     /// Live connections, for graceful shutdown.
     conns: Mutex<Vec<Conn>>,
     /// What a drain waits for: `conns`, HTTP/3's connections, and (under `fibr::serve`)
@@ -80,6 +83,7 @@ impl<M, Marker> Server<M, Marker> {
         Server {
             shared: Arc::new(Shared {
                 make: app,
+                h1_limits: config.h1_limits(),
                 config,
                 conns: Mutex::new(Vec::new()),
                 live: Arc::new(LiveCount::new()),
@@ -178,7 +182,7 @@ where
             if draining {
                 st.h1.drain(conn.input_waiting());
             }
-            with_round_output(|out| st.drive(conn, &shared.config, out))
+            with_round_output(|out| st.drive(conn, &shared.config, &shared.h1_limits, out))
         });
     }
 
@@ -192,8 +196,10 @@ where
 
     fn on_drained(&self, conn: &Conn) {
         let cfg = &self.shared.config;
-        let h1 =
-            with_state::<S, B, _>(conn, |st| with_round_output(|out| st.drive(conn, cfg, out)));
+        let limits = &self.shared.h1_limits;
+        let h1 = with_state::<S, B, _>(conn, |st| {
+            with_round_output(|out| st.drive(conn, cfg, limits, out))
+        });
         if h1.is_none() {
             with_h2::<S, B, _>(conn, |st| st.round(conn, &[], cfg, false));
         }
@@ -203,7 +209,7 @@ where
         let cfg = &self.shared.config;
         let h1 = with_state::<S, B, _>(conn, |st| {
             st.h1.peer_closed();
-            with_round_output(|out| st.drive(conn, cfg, out));
+            with_round_output(|out| st.drive(conn, cfg, &self.shared.h1_limits, out));
         });
         if h1.is_none() {
             with_h2::<S, B, _>(conn, |st| st.peer_closed(conn, cfg));

@@ -6,28 +6,14 @@
 
 use super::chunked::{ChunkedDecoder, Decoded};
 use super::encode::{encode_chunk_header, encode_last_chunk};
-use super::parse::ParseError;
+use super::error::ParseError;
+use super::framing::BodyFraming;
 use http::HeaderMap;
 use std::fmt;
 
 /// Most trailer bytes accepted at the end of a chunked body (431 past it on the server,
 /// a protocol error on the client).
 pub(crate) const MAX_TRAILER_BYTES: usize = 16 * 1024;
-
-/// How a message body is delimited (RFC 9112 §6.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BodyFraming {
-    /// No body: no Content-Length nor Transfer-Encoding on a request, `Content-Length: 0`,
-    /// a response to HEAD, a 1xx, 204 or 304.
-    Empty,
-    /// Exactly this many bytes. The parsers say `Empty` for 0; a response the server
-    /// sends with an empty body is `Length(0)` (`content-length: 0`).
-    Length(u64),
-    /// `Transfer-Encoding` ending in `chunked`.
-    Chunked,
-    /// Everything until the peer closes (responses only: a request never is).
-    UntilClose,
-}
 
 /// What one [`BodyDecoder::decode`] call produced.
 #[derive(Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use std::mem;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use super::parse::ParseError;
+use super::error::ParseError;
 
 /// Longest chunk-size line (size, BWS, extensions, CRLF) accepted.
 pub(crate) const MAX_CHUNK_LINE: usize = 4096;

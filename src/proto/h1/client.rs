@@ -8,8 +8,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
-pub(crate) use super::body::BodyFraming;
 use super::encode::{put_dec, put_header};
+use super::framing::BodyFraming;
 use super::parse::{list_elements, parse_content_length, HeaderSlots, TransferEncodingState};
 
 /// Bounds on one response head.

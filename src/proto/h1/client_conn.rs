@@ -4,9 +4,9 @@
 //! stream, the upload, the response body's reads) is `client::conn`'s; the body is read
 //! with the shared `BodyDecoder`.
 
-use super::body::BodyFraming;
 use super::client::ResponseLimits;
 use super::client::{encode_request_head, parse_response_head, ResponseError, ResponseHead};
+use super::framing::BodyFraming;
 use super::parse::list_elements;
 use http::header::CONNECTION;
 use http::{HeaderMap, Method, StatusCode, Version};

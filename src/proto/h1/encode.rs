@@ -10,8 +10,8 @@
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{StatusCode, Version};
 
-pub(crate) use super::body::BodyFraming;
 use super::chunked::is_forbidden_trailer;
+use super::framing::BodyFraming;
 use super::parse::list_elements;
 
 /// Picks the framing for a response (RFC 9112 §6.3): no body for HEAD, 1xx, 204 and 304;

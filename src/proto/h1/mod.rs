@@ -25,6 +25,8 @@ pub(crate) mod client;
 #[cfg(feature = "client")]
 pub(crate) mod client_conn;
 pub(crate) mod encode;
+pub(crate) mod error;
+pub(crate) mod framing;
 pub(crate) mod parse;
 pub(crate) mod server;
 
@@ -54,10 +56,10 @@ pub(crate) mod testutil {
 mod tests {
     use super::chunked::tests::DEFAULT_MAX_TRAILER_BYTES;
     use super::chunked::{ChunkedDecoder, Decoded};
-    use super::encode::{
-        encode_head, framing_for, response_wants_close, BodyFraming as ResponseFraming,
-    };
-    use super::parse::{parse_request_head, BodyFraming, Limits};
+    use super::encode::{encode_head, framing_for, response_wants_close};
+    use super::framing::BodyFraming as ResponseFraming;
+    use super::framing::BodyFraming;
+    use super::parse::{parse_request_head, Limits};
     use http::{HeaderMap, Method, StatusCode, Version};
 
     /// The flow a dispatcher follows: pipelined requests with every kind of body, read

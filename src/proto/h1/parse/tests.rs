@@ -1,6 +1,7 @@
 //! The request-head parser's tests: every rule, limit and error status.
 use super::super::testutil::Rng;
 use super::*;
+use http::StatusCode;
 
 fn limits() -> Limits {
     Limits::default()

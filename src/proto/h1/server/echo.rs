@@ -3,9 +3,9 @@
 //! its method, target and body, as soon as its body is complete.
 
 use super::{
-    After, BodyFailure, BodySink, Clock, Dispatch, Dispatched, Front, NewBody, ServerConn, Started,
+    After, BodyFailure, BodySink, Clock, Dispatch, Dispatched, Front, Limits, NewBody, ServerConn,
+    Started,
 };
-use crate::http::ServerConfig;
 use crate::proto::date::DATE_LEN;
 use crate::proto::h1::parse::RequestHead;
 use http::HeaderMap;
@@ -139,16 +139,16 @@ fn answer_ready(conn: &mut ServerConn<Sink, Request>, out: &mut Vec<u8>) -> bool
 
 /// Feeds `pieces` to a server connection as successive reads, answering every request
 /// as soon as it can; returns what the server wrote and whether it closed.
-pub(crate) fn serve_pieces(pieces: &[&[u8]], cfg: &ServerConfig) -> (Vec<u8>, bool) {
+pub(crate) fn serve_pieces(pieces: &[&[u8]], limits: &Limits) -> (Vec<u8>, bool) {
     let mut conn: ServerConn<Sink, Request> = ServerConn::new(clock().now);
     let mut out = Vec::new();
     for piece in pieces {
         let mut input: &[u8] = piece;
         loop {
-            conn.receive(clock(), input, cfg, &mut Echo, &mut out);
+            conn.receive(clock(), input, limits, &mut Echo, &mut out);
             input = &[];
             let open = answer_ready(&mut conn, &mut out);
-            let actions = conn.end_round(clock(), cfg, false, &mut out);
+            let actions = conn.end_round(clock(), limits, false, &mut out);
             if !open || actions.close {
                 return (out, true);
             }

@@ -14,22 +14,23 @@
 //! into the driver's per-request state (calling the service), and [`BodySink`] takes the
 //! request body's bytes.
 
-pub(crate) use super::body::BodyFraming;
-use super::body::{BodyChunk, BodyDecoder, BodyEncoder, EncodeError};
-use super::encode::{encode_head, framing_for, response_wants_close};
-use super::parse::{parse_request_head, Limits, RequestHead};
-use crate::http::ServerConfig;
+use super::body::{BodyChunk, BodyDecoder, BodyEncoder};
+use super::framing::BodyFraming;
+use super::parse::{parse_request_head, RequestHead};
 pub(crate) use crate::proto::shared::{BodyFailure, BodySink, Clock};
-use bytes::Buf;
-use http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
+use http::{HeaderMap, Method, StatusCode, Version};
 use std::collections::VecDeque;
 use std::time::Instant;
 
 mod echo;
+mod limits;
+mod respond;
+mod round;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use echo::serve_pieces;
+pub(crate) use limits::Limits;
 
 /// The interim response a client that sent `Expect: 100-continue` waits for.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -232,21 +233,21 @@ impl<B: BodySink, X> ServerConn<B, X> {
         &mut self,
         clock: Clock,
         data: &[u8],
-        cfg: &ServerConfig,
+        limits: &Limits,
         d: &mut D,
         out: &mut Vec<u8>,
     ) where
         D: Dispatch<Body = B, Exchange = X>,
     {
         if self.kept.is_empty() {
-            let used = self.process(clock, data, cfg, d, out);
+            let used = self.process(clock, data, limits, d, out);
             if used < data.len() {
                 self.kept.extend_from_slice(&data[used..]);
             }
         } else {
             let mut buf = std::mem::take(&mut self.kept);
             buf.extend_from_slice(data);
-            let used = self.process(clock, &buf, cfg, d, out);
+            let used = self.process(clock, &buf, limits, d, out);
             buf.drain(..used);
             self.kept = buf;
         }
@@ -260,7 +261,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         &mut self,
         clock: Clock,
         input: &[u8],
-        cfg: &ServerConfig,
+        limits: &Limits,
         d: &mut D,
         out: &mut Vec<u8>,
     ) -> usize
@@ -279,7 +280,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
                     return pos;
                 }
                 Reading::Body(_) => {
-                    pos += self.feed_body(clock.now, &input[pos..], cfg);
+                    pos += self.feed_body(clock.now, &input[pos..], limits);
                     if matches!(self.reading, Reading::Body(_)) {
                         return pos;
                     }
@@ -295,11 +296,11 @@ impl<B: BodySink, X> ServerConn<B, X> {
             if pos == input.len() {
                 return pos;
             }
-            if self.parked || self.queue.len() >= cfg.max_pipelined {
+            if self.parked || self.queue.len() >= limits.max_pipelined {
                 self.held_back = true;
                 return pos;
             }
-            match parse_request_head(&input[pos..], &head_limits(cfg)) {
+            match parse_request_head(&input[pos..], &limits.head) {
                 Ok(None) => {
                     if let Reading::Head { started } = &mut self.reading {
                         started.get_or_insert(clock.now);
@@ -325,7 +326,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
                         return pos;
                     }
                     pos += used;
-                    self.start_request(clock, head, cfg, d, out);
+                    self.start_request(clock, head, limits, d, out);
                 }
             }
         }
@@ -335,7 +336,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         &mut self,
         clock: Clock,
         head: RequestHead,
-        cfg: &ServerConfig,
+        limits: &Limits,
         d: &mut D,
         out: &mut Vec<u8>,
     ) where
@@ -346,7 +347,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         let upgrade = head.upgrade;
         let mut keep_alive = head.keep_alive && !upgrade && !self.last_request;
         self.served += 1;
-        if cfg
+        if limits
             .max_requests_per_connection
             .is_some_and(|max| self.served >= max)
         {
@@ -354,7 +355,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         }
         let version = head.version;
         let framing = head.framing;
-        if let (Some(max), BodyFraming::Length(n)) = (cfg.max_body_size, framing) {
+        if let (Some(max), BodyFraming::Length(n)) = (limits.max_body_size, framing) {
             if n > max {
                 self.answer_error(StatusCode::PAYLOAD_TOO_LARGE, version);
                 return;
@@ -427,7 +428,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
     }
 
     /// Feeds request body bytes to the sink; returns the bytes used.
-    fn feed_body(&mut self, now: Instant, input: &[u8], cfg: &ServerConfig) -> usize {
+    fn feed_body(&mut self, now: Instant, input: &[u8], limits: &Limits) -> usize {
         let Reading::Body(body) = &mut self.reading else {
             return 0;
         };
@@ -450,7 +451,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
                 Ok((used, BodyChunk::Data(data))) => {
                     pos += used;
                     body.received += data.len() as u64;
-                    if let Some(max) = cfg.max_body_size.filter(|max| body.received > *max) {
+                    if let Some(max) = limits.max_body_size.filter(|max| body.received > *max) {
                         self.end_body(Err(BodyFailure::TooLarge(max)));
                         return input.len();
                     }
@@ -581,435 +582,4 @@ impl<B: BodySink, X> ServerConn<B, X> {
     pub(crate) fn is_fresh(&self) -> bool {
         self.served == 0 && self.queue.is_empty() && self.kept.is_empty()
     }
-
-    /// The response to write next. Before it, an owed `100 Continue` goes out here once
-    /// the service has asked for the body and every earlier response is written.
-    pub(crate) fn front(&mut self, out: &mut Vec<u8>) -> Option<Front<'_, X>> {
-        if self.queue.len() == 1 {
-            if let (Reading::Body(b), Some(SlotState::Pending(_))) =
-                (&mut self.reading, self.queue.front().map(|s| &s.state))
-            {
-                if b.cont == Continue::Owed && b.sink.wanted() {
-                    b.cont = Continue::Sent;
-                    out.extend_from_slice(CONTINUE);
-                }
-            }
-        }
-        Some(match &mut self.queue.front_mut()?.state {
-            SlotState::Pending(x) => Front::Pending(x),
-            SlotState::Writing(x, _) => Front::Writing(x),
-            SlotState::Canned(_) => Front::Canned,
-        })
-    }
-
-    /// Writes the head of the front response (`Front::Pending`), deciding its framing and
-    /// whether the connection stays open. `exact`: the body's exact size, if known.
-    pub(crate) fn begin_response(
-        &mut self,
-        clock: Clock,
-        parts: &mut http::response::Parts,
-        exact: Option<u64>,
-        out: &mut Vec<u8>,
-    ) -> Started {
-        let last_before_close = self.reads_no_more() && self.queue.len() == 1;
-        let switching = matches!(self.reading, Reading::Switching) && self.queue.len() == 1;
-        // Answered without the body the client was never told to send: whether it sends
-        // it anyway cannot be known, so the connection is not reused.
-        let body_unsent = self.queue.len() == 1
-            && matches!(&self.reading, Reading::Body(b) if b.cont == Continue::Owed);
-        let Some(slot) = self.queue.front_mut() else {
-            return Started::Done(After::Close);
-        };
-        // A body of unknown size whose app set a Content-Length (tower-http's ServeDir
-        // does) is sent with that length, held to it.
-        let exact = exact.or_else(|| declared_length(&parts.headers));
-        if slot.head_only
-            && !parts.status.is_informational()
-            && parts.status != StatusCode::NO_CONTENT
-            && parts.status != StatusCode::NOT_MODIFIED
-            && !parts.headers.contains_key(header::CONTENT_LENGTH)
-            && !parts.headers.contains_key(header::TRANSFER_ENCODING)
-        {
-            // HEAD: the Content-Length a GET would get (as hyper does).
-            if let Some(n) = exact.filter(|n| *n > 0) {
-                parts
-                    .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-            }
-        }
-        if parts.status == StatusCode::SWITCHING_PROTOCOLS && switching {
-            // The service took the connection: what follows is the new protocol's.
-            let date = (clock.date)();
-            encode_head(
-                slot.version,
-                parts.status,
-                &parts.headers,
-                &BodyFraming::Empty,
-                true,
-                &date,
-                out,
-            );
-            self.queue = VecDeque::new();
-            self.reading = Reading::Upgraded { switched: true };
-            return Started::Done(After::Next);
-        }
-        // A `2xx` to CONNECT carries neither Content-Length nor Transfer-Encoding (RFC 9110
-        // §9.3.6): the tunnel's bytes follow the head. Here, no tunnel does (hyper's path
-        // takes CONNECT when it can, see `Dispatch::hands_off`): the connection ends after
-        // the head, and what the client sent after its CONNECT is never read as HTTP.
-        let tunnel = slot.connect && parts.status.is_success();
-        let framing = if tunnel {
-            parts.headers.remove(header::CONTENT_LENGTH);
-            parts.headers.remove(header::TRANSFER_ENCODING);
-            BodyFraming::Empty
-        } else {
-            framing_for(slot.head_only, parts.status, exact, slot.version)
-        };
-        slot.keep_alive = slot.keep_alive
-            && !body_unsent
-            && !last_before_close
-            && framing != BodyFraming::UntilClose
-            // An app that says `connection: close` gets it.
-            && !response_wants_close(&parts.headers);
-        let date = (clock.date)();
-        encode_head(
-            slot.version,
-            parts.status,
-            &parts.headers,
-            &framing,
-            slot.keep_alive,
-            &date,
-            out,
-        );
-        if framing == BodyFraming::Empty {
-            return Started::Done(self.complete_front(clock.now));
-        }
-        let state = std::mem::replace(&mut slot.state, SlotState::Canned(StatusCode::OK));
-        slot.state = match state {
-            SlotState::Pending(x) | SlotState::Writing(x, _) => {
-                SlotState::Writing(x, BodyEncoder::new(framing))
-            }
-            canned => canned,
-        };
-        Started::Body(framing)
-    }
-
-    fn encoder(&mut self) -> Option<&mut BodyEncoder> {
-        match &mut self.queue.front_mut()?.state {
-            SlotState::Writing(_, enc) => Some(enc),
-            _ => None,
-        }
-    }
-
-    /// Body bytes still owed by the front response, under `Length` framing.
-    pub(crate) fn body_remaining(&mut self) -> Option<u64> {
-        self.encoder()?.remaining()
-    }
-
-    /// Writes a piece of the front response's body (`Front::Writing`), framed. An error
-    /// (more than its Content-Length) means: `abort_response`.
-    pub(crate) fn write_data(
-        &mut self,
-        data: &mut impl Buf,
-        out: &mut Vec<u8>,
-    ) -> Result<(), EncodeError> {
-        let len = data.remaining();
-        let Some(enc) = self.encoder() else {
-            return Ok(());
-        };
-        out.reserve(len + 20);
-        if !enc.begin_data(len, out)? {
-            data.advance(len);
-            return Ok(());
-        }
-        while data.has_remaining() {
-            let c = data.chunk();
-            out.extend_from_slice(c);
-            let n = c.len();
-            data.advance(n);
-        }
-        enc.end_data(out);
-        Ok(())
-    }
-
-    /// Counts `len` body bytes the driver sent itself (a file, by `sendfile`) for the
-    /// front response.
-    pub(crate) fn sent_elsewhere(&mut self, len: u64) -> Result<(), EncodeError> {
-        match self.encoder() {
-            Some(enc) => enc.count_sent(len),
-            None => Ok(()),
-        }
-    }
-
-    /// Ends the front response's body (with trailers, which only a chunked body carries).
-    pub(crate) fn finish_body(
-        &mut self,
-        clock: Clock,
-        trailers: Option<&HeaderMap>,
-        out: &mut Vec<u8>,
-    ) -> Result<After, EncodeError> {
-        if let Some(enc) = self.encoder() {
-            enc.finish(trailers, out)?;
-        }
-        Ok(self.complete_front(clock.now))
-    }
-
-    /// The front response's body failed after its head went out: only closing tells the
-    /// client. Nothing else is written.
-    pub(crate) fn abort_response(&mut self) {
-        self.queue.clear();
-        self.parked = false;
-        if matches!(self.reading, Reading::Body(_)) {
-            self.end_body(Err(BodyFailure::Incomplete));
-        }
-        self.reading = Reading::Stopped;
-    }
-
-    /// Answers the front request with an error response the driver chose (the service
-    /// failed or panicked); `close`: end the connection after it.
-    pub(crate) fn respond_error(
-        &mut self,
-        clock: Clock,
-        status: StatusCode,
-        close: bool,
-        out: &mut Vec<u8>,
-    ) -> After {
-        let last_before_close = self.reads_no_more() && self.queue.len() == 1;
-        let Some(slot) = self.queue.front_mut() else {
-            return After::Close;
-        };
-        slot.keep_alive = slot.keep_alive && !close && !last_before_close;
-        error_response(status, slot.version, slot.keep_alive, &(clock.date)(), out);
-        self.complete_front(clock.now)
-    }
-
-    /// Writes the front response when it is one the machine answers itself
-    /// (`Front::Canned`); the connection closes after it.
-    pub(crate) fn write_canned(&mut self, clock: Clock, out: &mut Vec<u8>) -> After {
-        if let Some(Slot {
-            version,
-            state: SlotState::Canned(status),
-            ..
-        }) = self.queue.front()
-        {
-            error_response(*status, *version, false, &(clock.date)(), out);
-            if let Some(slot) = self.queue.front_mut() {
-                slot.keep_alive = false;
-            }
-        }
-        self.complete_front(clock.now)
-    }
-
-    /// The front response is written: the next one may follow, or the connection closes.
-    fn complete_front(&mut self, now: Instant) -> After {
-        let keep_alive = self.queue.pop_front().is_some_and(|s| s.keep_alive);
-        if self.queue.is_empty() {
-            self.idle_since = now;
-            // An idle keep-alive connection keeps no queue (its slots are large).
-            self.queue = VecDeque::new();
-        }
-        if keep_alive {
-            return After::Next;
-        }
-        // Nothing after a response that closes the connection is written or read (bar
-        // the rest of a body still arriving, read to be discarded before the close).
-        self.queue.clear();
-        self.parked = false;
-        match &mut self.reading {
-            Reading::Body(b) => b.last = true,
-            _ => self.reading = Reading::Stopped,
-        }
-        After::Close
-    }
-
-    /// After the round's writes: the timeouts that expired (a 408 goes into `out`), what
-    /// to do with reads, whether to close, and the next deadline. `reads_paused`: the
-    /// connection holds reads for its output backlog (then the client is waiting on us,
-    /// not we on it).
-    pub(crate) fn end_round(
-        &mut self,
-        clock: Clock,
-        cfg: &ServerConfig,
-        reads_paused: bool,
-        out: &mut Vec<u8>,
-    ) -> Actions {
-        self.drop_long_unread_body(cfg);
-        let deadline = match self.deadline(cfg, reads_paused) {
-            Some((at, kind)) if clock.now >= at => {
-                self.timed_out(kind, clock, out);
-                None
-            }
-            Some((at, _)) => Some(at),
-            None => None,
-        };
-        Actions {
-            read: self.wants_read(cfg),
-            close: self.should_close(),
-            deadline,
-            parse_kept: self.held_back && !self.kept.is_empty() && self.can_parse_kept(cfg),
-        }
-    }
-
-    /// A body nobody reads is discarded as it arrives, up to `max_drain_bytes` after its
-    /// response: past that, closing beats reading it all.
-    fn drop_long_unread_body(&mut self, cfg: &ServerConfig) {
-        if !self.queue.is_empty() {
-            return;
-        }
-        let Reading::Body(b) = &self.reading else {
-            return;
-        };
-        if !b.sink.reader_gone() {
-            return;
-        }
-        let left = b.decoder.remaining().unwrap_or(b.received);
-        if left > cfg.max_drain_bytes {
-            self.end_body(Err(BodyFailure::Incomplete));
-        }
-    }
-
-    fn wants_read(&self, cfg: &ServerConfig) -> bool {
-        match &self.reading {
-            Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
-            Reading::Body(b) => b.sink.has_room(),
-            Reading::UpgradeWaits | Reading::Upgraded { .. } | Reading::Switching => false,
-            Reading::Stopped => true,
-        }
-    }
-
-    /// Whether kept bytes wait on something that no longer holds them back.
-    fn can_parse_kept(&self, cfg: &ServerConfig) -> bool {
-        match &self.reading {
-            Reading::Head { .. } => !self.parked && self.queue.len() < cfg.max_pipelined,
-            Reading::Body(b) => b.sink.has_room(),
-            Reading::UpgradeWaits => self.queue.is_empty(),
-            Reading::Upgraded { .. } | Reading::Switching | Reading::Stopped => false,
-        }
-    }
-
-    fn should_close(&self) -> bool {
-        if !self.queue.is_empty() {
-            return false;
-        }
-        match &self.reading {
-            Reading::Stopped | Reading::Switching => true,
-            // A body the client was never told to send will not come.
-            Reading::Body(b) => b.last && b.cont == Continue::Owed,
-            _ => false,
-        }
-    }
-
-    /// The deadline that applies now, if any.
-    fn deadline(&mut self, cfg: &ServerConfig, reads_paused: bool) -> Option<(Instant, Timeout)> {
-        let busy = !self.queue.is_empty() || !matches!(self.reading, Reading::Head { .. });
-        if let Reading::Head { started } = &mut self.reading {
-            if busy || reads_paused {
-                // A partial head behind requests in progress waits on us, not on the
-                // client: its clock starts when we read again.
-                *started = None;
-            }
-        }
-        match &self.reading {
-            Reading::Head {
-                started: Some(started),
-            } => cfg
-                .header_read_timeout
-                .map(|t| (*started + t, Timeout::Head)),
-            Reading::Head { started: None } if !busy => {
-                let idle = cfg.idle_timeout.map(|t| self.idle_since + t);
-                // Draining, a first request not begun has only the grace.
-                let grace = self
-                    .first_request_grace
-                    .then(|| self.idle_since + cfg.drain_first_request_grace);
-                idle.into_iter()
-                    .chain(grace)
-                    .min()
-                    .map(|at| (at, Timeout::Idle))
-            }
-            Reading::Body(b) if b.cont != Continue::Owed && !reads_paused && b.sink.has_room() => {
-                cfg.body_read_timeout
-                    .map(|t| (b.progress + t, Timeout::Body))
-            }
-            _ => None,
-        }
-    }
-
-    fn timed_out(&mut self, kind: Timeout, clock: Clock, out: &mut Vec<u8>) {
-        match kind {
-            Timeout::Head => {
-                tracing::debug!("request head not received in time");
-                self.kept = Vec::new();
-                error_response(
-                    StatusCode::REQUEST_TIMEOUT,
-                    Version::HTTP_11,
-                    false,
-                    &(clock.date)(),
-                    out,
-                );
-                self.reading = Reading::Stopped;
-            }
-            Timeout::Body => {
-                // The service sees the failure and answers; then the connection closes.
-                tracing::debug!("request body stalled");
-                self.end_body(Err(BodyFailure::TimedOut));
-            }
-            Timeout::Idle => self.reading = Reading::Stopped,
-        }
-    }
-}
-
-/// Which timeout a deadline stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Timeout {
-    Head,
-    Body,
-    Idle,
-}
-
-fn head_limits(cfg: &ServerConfig) -> Limits {
-    Limits {
-        max_head_bytes: cfg.max_head_bytes,
-        max_headers: cfg.max_headers,
-        max_uri_len: cfg.max_uri_len,
-    }
-}
-
-/// The app's own Content-Length, if it set exactly one valid value and no
-/// Transfer-Encoding.
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        return None;
-    }
-    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
-    let first = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    first.to_str().ok()?.trim().parse().ok()
-}
-
-/// A complete plain-text response for an error the server answers itself.
-fn error_response(
-    status: StatusCode,
-    version: Version,
-    keep_alive: bool,
-    date: &[u8],
-    out: &mut Vec<u8>,
-) {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    let body = status.canonical_reason().unwrap_or("error").as_bytes();
-    encode_head(
-        version,
-        status,
-        &headers,
-        &BodyFraming::Length(body.len() as u64),
-        keep_alive,
-        date,
-        out,
-    );
-    out.extend_from_slice(body);
 }

@@ -2,7 +2,9 @@
 //! recording service and body sink; no sockets, threads or real time.
 
 use super::*;
+use crate::http::ServerConfig;
 use crate::proto::date::DATE_LEN;
+use crate::proto::h1::body::EncodeError;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -110,6 +112,7 @@ struct Harness<const UPGRADES: bool = false> {
     conn: ServerConn<Sink, Ex>,
     svc: Svc<UPGRADES>,
     cfg: ServerConfig,
+    limits: Limits,
     now: Instant,
     out: Vec<u8>,
 }
@@ -125,6 +128,7 @@ impl<const UPGRADES: bool> Harness<UPGRADES> {
                 bodies: Vec::new(),
                 fronts: 0,
             },
+            limits: cfg.h1_limits(),
             cfg,
             now,
             out: Vec::new(),
@@ -141,7 +145,7 @@ impl<const UPGRADES: bool> Harness<UPGRADES> {
     fn feed(&mut self, bytes: &[u8]) {
         let clock = self.clock();
         self.conn
-            .receive(clock, bytes, &self.cfg, &mut self.svc, &mut self.out);
+            .receive(clock, bytes, &self.limits, &mut self.svc, &mut self.out);
     }
 
     fn advance(&mut self, by: Duration) {
@@ -150,7 +154,8 @@ impl<const UPGRADES: bool> Harness<UPGRADES> {
 
     fn end(&mut self) -> Actions {
         let clock = self.clock();
-        self.conn.end_round(clock, &self.cfg, false, &mut self.out)
+        self.conn
+            .end_round(clock, &self.limits, false, &mut self.out)
     }
 
     /// Runs rounds with no new input while the machine has kept bytes it can parse.
