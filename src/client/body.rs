@@ -183,11 +183,19 @@ enum State {
     Full(Bytes),
     /// The body streams in over its connection.
     Streaming(Streaming),
-    /// The body comes from an HTTP/2 stream, through its connection's task.
-    H2(super::h2::StreamRef),
-    /// The body comes from an HTTP/3 stream.
-    #[cfg(feature = "http3")]
-    H3(super::http3::H3Body),
+    /// The body comes from a stream of an HTTP/2 or HTTP/3 connection.
+    Multiplexed(Box<dyn StreamBody>),
+}
+
+/// A response body on a stream of a multiplexed connection (HTTP/2, HTTP/3). Their
+/// modules implement it, so this one does not depend on them.
+pub(crate) trait StreamBody: Send + Sync {
+    /// The next frame; `None` at the end.
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>>;
+    /// The bytes still to come, when the server declared a length.
+    fn remaining(&self) -> Option<u64>;
+    /// Nothing more will come.
+    fn is_end(&self) -> bool;
 }
 
 /// A response body. It streams: frames arrive as the server sends them, read by whoever
@@ -237,19 +245,10 @@ impl ResponseBody {
         }
     }
 
-    /// A body on an HTTP/2 stream.
-    pub(crate) fn h2(stream: super::h2::StreamRef, limit: Option<u64>) -> ResponseBody {
+    /// A body on a stream of an HTTP/2 or HTTP/3 connection.
+    pub(crate) fn multiplexed(stream: Box<dyn StreamBody>, limit: Option<u64>) -> ResponseBody {
         ResponseBody {
-            state: State::H2(stream),
-            limit,
-            seen: 0,
-        }
-    }
-
-    #[cfg(feature = "http3")]
-    pub(crate) fn h3(body: super::http3::H3Body, limit: Option<u64>) -> ResponseBody {
-        ResponseBody {
-            state: State::H3(body),
+            state: State::Multiplexed(stream),
             limit,
             seen: 0,
         }
@@ -314,9 +313,7 @@ impl Body for ResponseBody {
         let this = self.get_mut();
         // A stream of a multiplexed connection: its frame, or its end.
         let multiplexed = match &mut this.state {
-            State::H2(s) => Some(ready!(s.poll_frame(cx))),
-            #[cfg(feature = "http3")]
-            State::H3(s) => Some(ready!(s.poll_frame(cx))),
+            State::Multiplexed(s) => Some(ready!(s.poll_frame(cx))),
             _ => None,
         };
         let frame = match (multiplexed, &mut this.state) {
@@ -369,9 +366,7 @@ impl Body for ResponseBody {
             State::Done => true,
             State::Full(_) => false,
             State::Streaming(s) => s.is_end(),
-            State::H2(s) => s.is_end(),
-            #[cfg(feature = "http3")]
-            State::H3(s) => s.is_end(),
+            State::Multiplexed(s) => s.is_end(),
         }
     }
 
@@ -383,12 +378,7 @@ impl Body for ResponseBody {
                 Some(n) => SizeHint::with_exact(n),
                 None => SizeHint::default(),
             },
-            State::H2(s) => match s.remaining() {
-                Some(n) => SizeHint::with_exact(n),
-                None => SizeHint::default(),
-            },
-            #[cfg(feature = "http3")]
-            State::H3(s) => match s.remaining() {
+            State::Multiplexed(s) => match s.remaining() {
                 Some(n) => SizeHint::with_exact(n),
                 None => SizeHint::default(),
             },

@@ -12,7 +12,7 @@
 
 use super::body::{take_bytes, ReqBody};
 use super::connect::Connection;
-use super::error::{Error, ErrorKind};
+use super::error::{Error, ErrorKind, Failure};
 use super::upload::{Upload, UploadFailure};
 use crate::proto::h1::client::{ResponseHead, ResponseLimits};
 use crate::proto::h1::client_conn::{ClientConn, HeadError};
@@ -33,14 +33,6 @@ const READ_CHUNK: usize = 8 * 1024;
 pub(crate) struct H1Options {
     pub limits: ResponseLimits,
     pub title_case_headers: bool,
-}
-
-/// How an exchange failed.
-pub(crate) enum Failure {
-    /// Nothing reached the server: the request may be sent again as it is.
-    NotSent(Error),
-    /// The request was (perhaps partly) sent.
-    Sent(Error),
 }
 
 /// A response head, and its whole body when it came with the head (the usual small

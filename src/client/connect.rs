@@ -5,12 +5,12 @@
 
 use super::error::{Error, ErrorKind};
 use super::proxy::{route, Proxy, Route};
+use super::resolve::resolve;
 use crate::engine::net::{TcpStream, UnixStream};
 use crate::proto::h1::client::ResponseLimits;
 use http::{HeaderValue, Uri};
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -278,11 +278,11 @@ fn unix_path(dst: &Uri) -> Result<PathBuf, Error> {
     Ok(PathBuf::from(std::ffi::OsString::from_vec(out)))
 }
 
-/// Resolves `host` off the calling thread (IP literals in place): see `fibr::net`.
-pub(crate) async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Error> {
-    crate::engine::net::resolve((host, port))
-        .await
-        .map_err(|e| Error::new(ErrorKind::Dns, format!("resolving {host:?}: {e}")))
+/// Which connections may serve a request.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct Key {
+    pub scheme: http::uri::Scheme,
+    pub authority: http::uri::Authority,
 }
 
 /// The stream of [`HttpConnector`]: TCP or Unix.

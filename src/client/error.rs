@@ -172,3 +172,11 @@ impl StdError for Error {
             .map(|e| e as &(dyn StdError + 'static))
     }
 }
+
+/// How an exchange failed.
+pub(crate) enum Failure {
+    /// Nothing reached the server: the request may be sent again as it is.
+    NotSent(Error),
+    /// The request was (perhaps partly) sent.
+    Sent(Error),
+}

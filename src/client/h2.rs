@@ -7,11 +7,10 @@
 //! Unlike HTTP/1's exchange (driven by the caller's task), a connection task is needed
 //! here: streams are multiplexed, so someone must read for all of them at once.
 
-use super::body::{ReqBody, ResponseBody};
-use super::conn::Failure;
-use super::connect::Connection;
-use super::error::{Error, ErrorKind};
-use super::pool::Key;
+use super::body::{ReqBody, ResponseBody, StreamBody};
+use super::connect::{Connection, Key};
+use super::error::{BoxError, Error, ErrorKind, Failure};
+use crate::http::pump::{pump, Pumped, Room, Sink};
 use crate::proto::h2::client::{ClientConfig, ClientConn, Event, RequestHead, ResponseHead, Why};
 use crate::proto::h2::frame::ErrorCode;
 use bytes::Bytes;
@@ -187,12 +186,11 @@ impl StreamRef {
             }
         }
     }
+}
 
+impl StreamBody for StreamRef {
     /// The next body frame (data, then trailers); `None` at the end.
-    pub(crate) fn poll_frame(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         let mut s = self.slot.lock();
         if let Some(d) = s.data.pop_front() {
             s.released += d.len();
@@ -216,12 +214,12 @@ impl StreamRef {
     }
 
     /// The declared length still to come, if any.
-    pub(crate) fn remaining(&self) -> Option<u64> {
+    fn remaining(&self) -> Option<u64> {
         self.remaining
     }
 
     /// Whether the body has nothing more to give.
-    pub(crate) fn is_end(&self) -> bool {
+    fn is_end(&self) -> bool {
         let s = self.slot.lock();
         s.ended && s.data.is_empty() && s.trailers.is_none() && s.error.is_none()
     }
@@ -333,7 +331,7 @@ impl H2Conn {
         *res.status_mut() = head.status;
         *res.version_mut() = Version::HTTP_2;
         *res.headers_mut() = head.headers;
-        *res.body_mut() = ResponseBody::h2(stream, max_body);
+        *res.body_mut() = ResponseBody::multiplexed(Box::new(stream), max_body);
         Ok(res)
     }
 }
@@ -715,53 +713,84 @@ fn upload(
     out: &mut Vec<u8>,
     cx: &mut Context<'_>,
 ) -> bool {
-    let mut progress = false;
-    loop {
-        if !machine.is_sending(id) {
-            progress |= l.body.take().is_some() | l.chunk.take().is_some();
-            return progress;
+    let Some(body) = l.body.as_mut() else {
+        return false;
+    };
+    let mut sink = Upload {
+        machine,
+        id,
+        unsent: &mut l.chunk,
+        out,
+        failed: None,
+        progress: false,
+    };
+    // Polled even with the windows shut: one frame waits in `unsent`, and a body's end
+    // (an empty END_STREAM, or trailers) needs no window.
+    let pumped = pump(Pin::new(body), cx, &mut sink);
+    let (progress, failed) = (sink.progress, sink.failed.take());
+    if pumped == Pumped::Done {
+        l.body = None;
+        l.chunk = None;
+    }
+    if let Some(e) = failed {
+        l.ended = true;
+        l.slot
+            .fail(Failure::Sent(Error::new(ErrorKind::RequestBody, e)));
+    }
+    progress || pumped == Pumped::Done
+}
+
+/// A request body's way into DATA frames, within the stream's windows.
+struct Upload<'a> {
+    machine: &'a mut ClientConn,
+    id: u32,
+    /// What the windows did not let out yet, and whether it ends the body.
+    unsent: &'a mut Option<(Bytes, bool)>,
+    out: &'a mut Vec<u8>,
+    failed: Option<BoxError>,
+    progress: bool,
+}
+
+impl Sink<Bytes> for Upload<'_> {
+    fn ready(&mut self) -> Room {
+        if !self.machine.is_sending(self.id) {
+            // The stream was reset or answered early: the rest of the body is not wanted.
+            return Room::Finished;
         }
-        if let Some((chunk, last)) = l.chunk.as_mut() {
-            if !machine.send_data(id, chunk, *last, out) {
-                return progress;
+        if let Some((mut data, last)) = self.unsent.take() {
+            if !self.machine.send_data(self.id, &mut data, last, self.out) {
+                *self.unsent = Some((data, last));
+                return Room::Wait;
             }
-            progress = true;
-            l.chunk = None;
-        }
-        let Some(body) = l.body.as_mut() else {
-            return progress;
-        };
-        // Polled even with the windows shut: one frame waits in `chunk`, and a body's end
-        // (an empty END_STREAM, or trailers) needs no window.
-        match Pin::new(&mut *body).poll_frame(cx) {
-            Poll::Pending => return progress,
-            Poll::Ready(None) => {
-                machine.send_data(id, &mut Bytes::new(), true, out);
-                l.body = None;
-            }
-            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                Ok(data) => {
-                    let last = body.is_end_stream();
-                    if last {
-                        l.body = None;
-                    }
-                    l.chunk = Some((data, last));
-                }
-                Err(frame) => {
-                    let trailers = frame.into_trailers().unwrap_or_default();
-                    machine.send_trailers(id, &trailers, out);
-                    l.body = None;
-                }
-            },
-            Poll::Ready(Some(Err(e))) => {
-                machine.reset(id, ErrorCode::CANCEL, out);
-                l.body = None;
-                l.ended = true;
-                l.slot
-                    .fail(Failure::Sent(Error::new(ErrorKind::RequestBody, e)));
+            self.progress = true;
+            if last {
+                return Room::Finished;
             }
         }
-        progress = true;
+        Room::Go
+    }
+
+    fn data(&mut self, mut data: Bytes, last: bool) -> bool {
+        self.progress = true;
+        if self.machine.send_data(self.id, &mut data, last, self.out) {
+            return true;
+        }
+        *self.unsent = Some((data, last));
+        false
+    }
+
+    fn trailers(&mut self, trailers: HeaderMap) {
+        self.machine.send_trailers(self.id, &trailers, self.out);
+    }
+
+    fn end(&mut self) {
+        self.machine
+            .send_data(self.id, &mut Bytes::new(), true, self.out);
+    }
+
+    fn failed(&mut self, err: BoxError) {
+        self.machine.reset(self.id, ErrorCode::CANCEL, self.out);
+        self.failed = Some(err);
     }
 }
 

@@ -7,10 +7,9 @@
 //! route learned from `Alt-Svc` that fails to connect is forgotten and the request goes
 //! over TCP, as browsers do.
 
-use super::body::{ReqBody, ResponseBody};
-use super::conn::Failure;
-use super::error::{BoxError, Error, ErrorKind};
-use super::pool::Key;
+use super::body::{ReqBody, ResponseBody, StreamBody};
+use super::connect::Key;
+use super::error::{BoxError, Error, ErrorKind, Failure};
 use crate::http::http3::{client as quic_client, QuicConn, RecvStream};
 use crate::http::pump::{next, Next};
 use bytes::{Buf, Bytes};
@@ -321,7 +320,8 @@ impl H3Conn {
         let (parts, ()) = head.into_parts();
         let mut res = Response::from_parts(parts, ResponseBody::empty());
         if !bodiless {
-            *res.body_mut() = ResponseBody::h3(H3Body::new(rx, length), max_body);
+            *res.body_mut() =
+                ResponseBody::multiplexed(Box::new(H3Body::new(rx, length)), max_body);
         }
         Ok(res)
     }
@@ -367,11 +367,10 @@ impl H3Body {
             done: false,
         }
     }
+}
 
-    pub(crate) fn poll_frame(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
+impl StreamBody for H3Body {
+    fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Error>>> {
         let incomplete = |e: &dyn std::fmt::Display| {
             Error::new(
                 ErrorKind::IncompleteBody,
@@ -405,11 +404,11 @@ impl H3Body {
         }
     }
 
-    pub(crate) fn remaining(&self) -> Option<u64> {
+    fn remaining(&self) -> Option<u64> {
         self.remaining
     }
 
-    pub(crate) fn is_end(&self) -> bool {
+    fn is_end(&self) -> bool {
         self.done
     }
 }

@@ -66,6 +66,7 @@ mod h2;
 mod http3;
 mod pool;
 mod proxy;
+mod resolve;
 #[cfg(feature = "tls")]
 mod tls;
 mod upload;
@@ -75,6 +76,7 @@ pub use connect::{
     unix_uri, Connected, Connection, Connector, Forwarding, HttpConnector, Stream, UnixConnector,
     UNIX_SCHEME,
 };
+use error::Failure;
 pub use error::{BoxError, Error, ErrorKind};
 pub use proxy::Proxy;
 #[cfg(feature = "tls")]
@@ -83,13 +85,14 @@ pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 use crate::proto::h1::framing::BodyFraming;
 use crate::proto::h2::client::ClientConfig as H2Config;
 use body::{ReqBody, Wire};
-use conn::{Answer, Failure, H1Options, Http1Conn, ProxyForm};
+use conn::{Answer, H1Options, Http1Conn, ProxyForm};
+use connect::Key;
 use h2::H2Conn;
 use http::header::{HeaderValue, HOST};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Method, Request, Response, Uri, Version};
 use http_body::Body;
-use pool::{IdlePool, Key, Pooled};
+use pool::{IdlePool, Pooled};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 
 use super::body::Wire;
 use super::conn::Http1Conn;
-use super::connect::Connection;
+use super::connect::{Connection, Key};
 use super::error::Error;
 use super::h2::H2Conn;
 use bytes::BytesMut;
@@ -44,13 +44,6 @@ impl Hasher for Fnv {
 }
 
 type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
-
-/// Which connections may serve a request.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
-pub(crate) struct Key {
-    pub scheme: http::uri::Scheme,
-    pub authority: http::uri::Authority,
-}
 
 /// A connection out of its pool (carrying an exchange), and the way back.
 pub(crate) struct Pooled<Io> {

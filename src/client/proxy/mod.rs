@@ -20,8 +20,8 @@ mod env;
 mod http_connect;
 mod no_proxy;
 
-use super::connect::resolve;
 use super::error::{Error, ErrorKind};
+use super::resolve::resolve;
 use crate::engine::net::handshake::{drive, Failed, Handshake};
 use crate::engine::net::socks::{Socks4, Socks5, SocksError, Target};
 use crate::engine::net::TcpStream;
