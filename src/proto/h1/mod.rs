@@ -30,6 +30,9 @@ pub(crate) mod framing;
 pub(crate) mod parse;
 pub(crate) mod server;
 
+#[cfg(all(test, feature = "client"))]
+mod pair_tests;
+
 #[cfg(test)]
 pub(crate) mod testutil {
     /// xorshift64*: enough randomness for fuzz-style tests without a dependency.
