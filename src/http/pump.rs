@@ -7,7 +7,6 @@
 use crate::http::service::BoxError;
 use http::HeaderMap;
 use http_body::Body;
-use std::future::poll_fn;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -51,12 +50,13 @@ where
 }
 
 /// `poll_next` as a future, for the drivers that send with `.await` (HTTP/3's streams).
+#[cfg(feature = "http3")]
 pub(crate) async fn next<B>(mut body: Pin<&mut B>) -> Next<B::Data>
 where
     B: Body,
     B::Error: Into<BoxError>,
 {
-    poll_fn(|cx| poll_next(body.as_mut(), cx)).await
+    std::future::poll_fn(|cx| poll_next(body.as_mut(), cx)).await
 }
 
 /// Where `pump` puts a body's frames.

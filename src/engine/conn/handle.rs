@@ -48,7 +48,7 @@ impl Conn {
                 "send_segments on a stream connection",
             ));
         }
-        socket::check_segment_size(segment_size)?;
+        crate::engine::sys::udp::check_segment_size(segment_size)?;
         if data.is_empty() {
             return Ok(());
         }

@@ -6,6 +6,7 @@
 //! take waits in the connection's queue for writability; past the high watermark, reads
 //! pause until the queue drains to the low one. Buffers are borrowed for the round only.
 
+mod close;
 mod handle;
 // Only TLS puts a layer on a connection so far.
 #[cfg_attr(not(feature = "tls"), allow(dead_code, unused_imports))]
@@ -20,6 +21,7 @@ mod output;
 mod splice;
 mod stall;
 pub(crate) mod udp;
+mod write;
 
 #[cfg(all(feature = "hyper", feature = "ws"))]
 pub(crate) use open::adopt;
@@ -32,7 +34,7 @@ use crate::engine::buf::PooledBuf;
 use crate::engine::exec::pool::Runnable;
 use crate::engine::exec::state::SchedState;
 use crate::engine::reactor::Source;
-use crate::engine::runtime::{Command, Loop, ReadyCtx, Runtime};
+use crate::engine::runtime::{Loop, ReadyCtx, Runtime};
 use crate::engine::sys::{socket, Event, Interest};
 #[cfg(feature = "tls")]
 pub(crate) use layer::{Delivered, Info, Layer, Received, Shared};
@@ -419,78 +421,6 @@ impl ConnInner {
         self.end_round(&conn, &mut handler);
     }
 
-    /// Err once `shutdown_write` was called: a send then would follow our FIN, and the
-    /// socket's EPIPE would close a connection that is still reading.
-    fn check_write_open(&self) -> io::Result<()> {
-        if self.flag(F_WR_SHUT) {
-            return Err(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "the connection's write side is shut down (shutdown_write)",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Queues output with `push` unless the connection is closed or its write side shut.
-    /// Inside a round it joins the round's write. Elsewhere, onto an empty queue of a plain
-    /// open stream, it is written at once under the I/O lock (which keeps rounds out, so
-    /// the order holds; see `write_at_once`); otherwise, or when that leaves the round
-    /// anything to do, the connection's task runs a round, which keeps the watermarks,
-    /// `on_drained`, the write timeout and closing in one place.
-    fn enqueue(self: &Arc<Self>, push: impl FnOnce(&mut Io)) -> io::Result<()> {
-        let mut io = self.io.lock().unwrap();
-        if !io.open || self.flag(F_CLOSING) {
-            return Err(io::Error::new(
-                io::ErrorKind::NotConnected,
-                "the connection is closed",
-            ));
-        }
-        self.check_write_open()?;
-        let before = io.queued();
-        push(&mut io);
-        if io.in_round {
-            self.account(before, io.queued());
-            return Ok(());
-        }
-        let round = before != 0 || !self.write_at_once(&mut io);
-        self.account(before, io.queued());
-        drop(io);
-        if round {
-            self.notify(EV_FLUSH);
-        }
-        Ok(())
-    }
-
-    /// Output sent outside a round onto an empty queue: written now if the connection is
-    /// a plain stream that a round would simply flush (open and past `on_open`, not
-    /// connecting, no record layer, not closing, half closed or handing its socket over).
-    /// True if that left the round nothing to do, so none is needed: the queue is empty
-    /// and no flag asks for what only a round does (`on_drained` owed, reads paused,
-    /// a close or half close). Anything else, a short write or an error included, is
-    /// left to the round the caller then notifies, as if this had not run: its flush
-    /// writes the rest (or meets the error again and closes), and it alone clears
-    /// `F_OVER_HIGH` and calls `on_drained`, so that wake-up comes once, from the
-    /// connection's task, in order with its other callbacks.
-    fn write_at_once(&self, io: &mut Io) -> bool {
-        let flags = self.flags.load(Ordering::Acquire);
-        if self.kind == Kind::Udp
-            || flags & F_OPENED == 0
-            || flags & (F_CONNECTING | F_LAYER | F_CLOSING | F_SHUT_WR) != 0
-            || io.layer.is_some()
-            || io.after_output.is_some()
-            || io.stall.is_some()
-            || io.fd.is_none()
-        {
-            return false;
-        }
-        if io.out.write_to(self.fd).is_err() || io.out.queued() > 0 {
-            return false;
-        }
-        // Read after the write: a flag set meanwhile by a call that notified on its own
-        // costs at most a round that finds nothing to do.
-        self.flags.load(Ordering::Acquire) & (F_OVER_HIGH | F_PAUSED | F_CLOSING | F_SHUT_WR) == 0
-    }
-
     /// Reloads `handler` if [`Conn::set_handler`] replaced it since it was loaded, so the
     /// next callback of the round goes to the new one.
     #[inline]
@@ -674,206 +604,6 @@ impl ConnInner {
             self.refresh(handler);
             self.call(conn, "on_drained", || handler.on_drained(conn));
         }
-    }
-
-    /// Keeps the write timeout's clock: armed while output is queued, restarted by progress.
-    fn watch_stall(self: &Arc<Self>, io: &mut Io, progressed: bool) {
-        let Some(timeout) = self.rt.config.write_timeout else {
-            return;
-        };
-        if io.queued() == 0 {
-            io.stall = None;
-        } else if let Some(stall) = io.stall.as_mut() {
-            if progressed {
-                stall.progressed();
-            }
-        } else {
-            let waker = Waker::from(self.clone());
-            io.stall = Some(Box::new(stall::Stall::start(timeout, &waker)));
-        }
-    }
-
-    /// True if queued output made no progress for `Config::write_timeout`.
-    fn write_stalled(self: &Arc<Self>) -> bool {
-        let Some(timeout) = self.rt.config.write_timeout else {
-            return false;
-        };
-        let mut io = self.io.lock().unwrap();
-        let Some(stall) = io.stall.as_mut() else {
-            return false;
-        };
-        stall.expired(timeout, || Waker::from(self.clone()))
-    }
-
-    /// Starts a lingering close (see `linger`) if input is left unread, unless the peer
-    /// already finished sending or the connection is not a stream. True if it is lingering.
-    /// The output is out: the socket goes to `handoff` (see `Conn::detach`).
-    #[cfg(feature = "hyper")]
-    fn hand_over(self: &Arc<Self>, conn: &Conn, handoff: Box<Handoff>) {
-        let socket = socket::dup(self.fd).and_then(|fd| match self.kind {
-            Kind::Tcp => Ok(DetachedSocket::Tcp(fd)),
-            Kind::Unix => Ok(DetachedSocket::Unix(fd)),
-            Kind::Udp => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "a UDP peer has no stream",
-            )),
-        });
-        self.close_now(conn, None);
-        // The new owner may be tokio's reactor (an upgrade under feature `tokio`).
-        #[cfg(feature = "tokio")]
-        let _entered = self.rt.tokio.enter();
-        handoff(socket);
-    }
-
-    /// Closes at a timeout the way a graceful close does, so that a reset does not destroy
-    /// what the kernel already holds for the peer (a response it has not read yet): what
-    /// is still queued here is dropped (the peer is not taking it, or the handshake it
-    /// belongs to is over), and with input left unread the connection lingers (see
-    /// `linger`) before it closes. `on_close` gets `err` either way.
-    fn close_timed_out(self: &Arc<Self>, conn: &Conn, err: io::Error) {
-        self.set(F_CLOSING);
-        let mut io = self.io.lock().unwrap();
-        let before = io.queued();
-        io.out.clear();
-        io.stall = None;
-        io.layer = None;
-        self.account(before, 0);
-        let mut err = Some(err);
-        let lingering = self.start_linger(&mut io, &mut err);
-        drop(io);
-        if lingering {
-            self.lp
-                .rearm(self.fd, self.token.load(Ordering::Acquire), Interest::READ);
-            return;
-        }
-        self.close_now(conn, err);
-    }
-
-    /// `why`: what `on_close` is told when the lingering ends (taken if it starts).
-    fn start_linger(self: &Arc<Self>, io: &mut Io, why: &mut Option<io::Error>) -> bool {
-        let Some(timeout) = self.rt.config.linger_timeout else {
-            return false;
-        };
-        if self.kind == Kind::Udp || self.flag(F_EOF | F_CONNECTING | F_DETACHED) || io.fd.is_none()
-        {
-            return false;
-        }
-        if !linger::unread_input(self.fd) {
-            return false;
-        }
-        let waker = Waker::from(self.clone());
-        match linger::Linger::start(self.fd, timeout, &waker) {
-            Ok(l) => {
-                io.after_output = Some(Box::new(AfterOutput::Linger(l, why.take())));
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// A round of a lingering connection: None if it is not lingering, else whether it
-    /// is time to close, with what `on_close` is told.
-    fn linger_round(&self) -> Option<Option<Option<io::Error>>> {
-        let mut io = self.io.lock().unwrap();
-        let Some(AfterOutput::Linger(l, why)) = io.after_output.as_deref_mut() else {
-            return None;
-        };
-        let close = match l.round(self.fd, self.rt.config.linger_max_bytes) {
-            linger::Outcome::Close => Some(why.take()),
-            linger::Outcome::Wait => None,
-        };
-        io.in_round = false;
-        drop(io);
-        if close.is_none() {
-            self.lp
-                .rearm(self.fd, self.token.load(Ordering::Acquire), Interest::READ);
-        }
-        Some(close)
-    }
-
-    /// True when the queued output is past the high watermark or the engine-wide budget.
-    fn output_over_limit(&self) -> bool {
-        let cfg = &self.rt.config;
-        let queued = self.io.lock().unwrap().queued();
-        queued > cfg.write_high_watermark
-            || cfg.max_pending_bytes.is_some_and(|max| {
-                queued > 0 && self.rt.pending_bytes.load(Ordering::Relaxed) > max
-            })
-    }
-
-    /// Writes queued output now; keeps the rest queued. Only `WouldBlock` leaves data behind.
-    fn flush(&self, io: &mut Io) -> io::Result<()> {
-        match self.kind {
-            Kind::Udp => {
-                if let Some(link) = &self.udp {
-                    link.send_all(&mut io.out);
-                }
-                Ok(())
-            }
-            _ => match io.layer.as_deref_mut() {
-                Some(layer) => {
-                    let closing = self.flag(F_CLOSING | F_SHUT_WR);
-                    layer.flush(&mut io.out, self.fd, closing)
-                }
-                None => io.out.write_to(self.fd),
-            },
-        }
-    }
-
-    fn account(&self, before: usize, after: usize) {
-        if after > before {
-            self.rt
-                .pending_bytes
-                .fetch_add(after - before, Ordering::Relaxed);
-        } else if before > after {
-            self.rt
-                .pending_bytes
-                .fetch_sub(before - after, Ordering::Relaxed);
-        }
-    }
-
-    /// Closes at once: the handler's `on_close`, then the loop drops the descriptor.
-    fn close_now(&self, conn: &Conn, err: Option<io::Error>) {
-        let fd = {
-            let mut io = self.io.lock().unwrap();
-            if !io.open {
-                return;
-            }
-            io.open = false;
-            io.in_round = false;
-            // Cancels the timers, whose wakers hold this connection.
-            io.after_output = None;
-            io.stall = None;
-            let before = io.queued();
-            io.out.clear();
-            io.layer = None;
-            // The link holds the peer, whose link holds this connection.
-            #[cfg(target_os = "linux")]
-            {
-                io.splice = None;
-            }
-            self.account(before, 0);
-            io.fd.take()
-        };
-        self.set(F_CLOSING);
-        let handler = self.handler.lock().unwrap().clone();
-        if catch_unwind(AssertUnwindSafe(|| handler.on_close(conn, err))).is_err() {
-            tracing::error!("a connection handler panicked in on_close");
-        }
-        if let Some(fd) = fd {
-            self.lp
-                .send(Command::Close(self.token.load(Ordering::Acquire), fd));
-        }
-        if let Some(link) = &self.udp {
-            link.forget();
-        }
-        // The user data may run user code when dropped (a response body): a panic there
-        // must not take the worker with it.
-        let context = self.context().take();
-        if catch_unwind(AssertUnwindSafe(|| drop(context))).is_err() {
-            tracing::error!("dropping a connection's context panicked");
-        }
-        self.rt.conn_closed();
     }
 
     fn udp_round(&self, conn: &Conn, handler: &mut Arc<dyn Handler>) -> bool {

@@ -21,7 +21,8 @@ use super::{ConnInner, Handler, Kind, EV_CLOSE, EV_OPEN, EV_READ};
 use crate::engine::conn::output::Output;
 use crate::engine::reactor::Source;
 use crate::engine::runtime::{Config, ReadyCtx, Runtime};
-use crate::engine::sys::socket::{self, OutDatagram};
+use crate::engine::sys::socket;
+use crate::engine::sys::udp::{self, OutDatagram};
 use crate::engine::sys::{Event, Interest};
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -62,7 +63,7 @@ pub struct UdpSender(Arc<SocketInner>);
 struct SocketInner {
     fd: OwnedFd,
     local: Option<SocketAddr>,
-    /// Sends may carry several datagrams in one GSO entry (see `socket::send_batch`).
+    /// Sends may carry several datagrams in one GSO entry (see `udp::send_batch`).
     gso: AtomicBool,
 }
 
@@ -76,7 +77,7 @@ impl UdpSender {
     /// as [`Conn::max_segments`](crate::Conn::max_segments).
     pub fn max_segments(&self) -> usize {
         if self.0.gso.load(Ordering::Relaxed) {
-            socket::GSO_MAX_SEGMENTS
+            udp::GSO_MAX_SEGMENTS
         } else {
             1
         }
@@ -99,14 +100,14 @@ impl UdpSender {
         data: &[u8],
         segment_size: usize,
     ) -> io::Result<()> {
-        socket::check_segment_size(segment_size)?;
+        udp::check_segment_size(segment_size)?;
         if data.is_empty() {
             return Ok(());
         }
         let count = data.len().div_ceil(segment_size);
         let gso = self.0.gso.load(Ordering::Relaxed);
         if count == 1
-            || (gso && count <= socket::GSO_MAX_SEGMENTS && data.len() <= socket::MAX_UDP_PAYLOAD)
+            || (gso && count <= udp::GSO_MAX_SEGMENTS && data.len() <= udp::MAX_UDP_PAYLOAD)
         {
             // One entry: a QUIC transmit (at most `max_segments` datagrams) needs no list.
             let entry = OutDatagram {
@@ -116,7 +117,7 @@ impl UdpSender {
             return self.send_batch(to, &[entry], count);
         }
         let mut entries = Vec::new();
-        socket::push_segmented(&mut entries, data, segment_size, gso);
+        udp::push_segmented(&mut entries, data, segment_size, gso);
         self.send_batch(to, &entries, count)
     }
 
@@ -131,7 +132,7 @@ impl UdpSender {
         entries: &[OutDatagram<'_>],
         count: usize,
     ) -> io::Result<()> {
-        let sent = socket::send_batch(self.0.fd.as_raw_fd(), to, entries, &self.0.gso)?;
+        let sent = udp::send_batch(self.0.fd.as_raw_fd(), to, entries, &self.0.gso)?;
         if sent < count {
             tracing::debug!(dropped = count - sent, "UDP send buffer full");
         }
@@ -158,8 +159,8 @@ pub(crate) struct UdpSocketSource {
 impl UdpSocketSource {
     /// A source reading `fd`, with UDP_GRO and GSO where `config` asks and the kernel can.
     pub fn new(fd: OwnedFd, handler: Arc<dyn Handler>, config: &Config) -> Arc<UdpSocketSource> {
-        let gro = config.udp_gro && socket::set_udp_gro(fd.as_raw_fd());
-        let gso = config.udp_gso && socket::udp_gso_supported(fd.as_raw_fd());
+        let gro = config.udp_gro && udp::set_udp_gro(fd.as_raw_fd());
+        let gso = config.udp_gso && udp::udp_gso_supported(fd.as_raw_fd());
         tracing::debug!(gro, gso, "UDP socket offloads");
         let local = socket::local_addr(fd.as_raw_fd());
         Arc::new_cyclic(|me| UdpSocketSource {
@@ -266,7 +267,7 @@ impl PeerLink {
         self.inbox.lock().unwrap().pop_front()
     }
 
-    /// How many datagrams one GSO send may carry now: `socket::GSO_MAX_SEGMENTS`, or 1
+    /// How many datagrams one GSO send may carry now: `udp::GSO_MAX_SEGMENTS`, or 1
     /// without GSO.
     pub fn max_segments(&self) -> usize {
         self.source.socket.max_segments()
@@ -282,7 +283,7 @@ impl PeerLink {
         let gso = sender.0.gso.load(Ordering::Relaxed);
         let mut entries = Vec::with_capacity(queued.len());
         for q in &queued {
-            socket::push_segmented(&mut entries, &q.data, q.segment_size, gso);
+            udp::push_segmented(&mut entries, &q.data, q.segment_size, gso);
         }
         let total = queued
             .iter()
@@ -323,7 +324,7 @@ impl Source<Runtime> for UdpSocketSource {
         // Bounded per event so one flooded socket cannot starve the loop.
         for _ in 0..64 {
             got.clear();
-            match socket::recv_batch(self.raw_fd(), &mut bufs, &mut got) {
+            match udp::recv_batch(self.raw_fd(), &mut bufs, &mut got) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

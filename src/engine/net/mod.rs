@@ -49,7 +49,7 @@ mod registration;
 mod resolve;
 pub mod socks;
 
-use crate::engine::sys::socket;
+use crate::engine::sys::{socket, udp};
 use registration::{Direction, Registration};
 pub(crate) use resolve::resolve;
 pub use resolve::{lookup_host, ToSocketAddrs};
@@ -451,9 +451,8 @@ impl UdpSocket {
     pub async fn send_to(&self, buf: &[u8], target: impl ToSocketAddrs) -> io::Result<usize> {
         let to = resolve(target).await?[0];
         poll_fn(|cx| {
-            self.reg.poll_io(cx, Direction::Write, |fd| {
-                socket::send_to(fd, buf, Some(to))
-            })
+            self.reg
+                .poll_io(cx, Direction::Write, |fd| udp::send_to(fd, buf, Some(to)))
         })
         .await
     }
@@ -472,7 +471,7 @@ impl UdpSocket {
     ) -> Poll<io::Result<(usize, SocketAddr)>> {
         let (n, from) = ready!(self
             .reg
-            .poll_io(cx, Direction::Read, |fd| socket::recv_from(fd, buf)))?;
+            .poll_io(cx, Direction::Read, |fd| udp::recv_from(fd, buf)))?;
         Poll::Ready(Ok((
             n,
             from.ok_or_else(|| io::Error::other("datagram without a sender address"))?,
@@ -482,14 +481,14 @@ impl UdpSocket {
     /// Sends to `to` now, or fails (`WouldBlock` when the socket's buffer is full).
     #[cfg(all(feature = "client", feature = "http3"))]
     pub(crate) fn try_send_to(&self, buf: &[u8], to: SocketAddr) -> io::Result<usize> {
-        socket::send_to(self.reg.fd(), buf, Some(to))
+        udp::send_to(self.reg.fd(), buf, Some(to))
     }
 
     /// Sends to the connected peer.
     pub async fn send(&self, buf: &[u8]) -> io::Result<usize> {
         poll_fn(|cx| {
             self.reg
-                .poll_io(cx, Direction::Write, |fd| socket::send_to(fd, buf, None))
+                .poll_io(cx, Direction::Write, |fd| udp::send_to(fd, buf, None))
         })
         .await
     }

@@ -34,6 +34,7 @@ mod epoll;
 pub(crate) mod pipe;
 mod portable;
 pub(crate) mod socket;
+pub(crate) mod udp;
 pub(crate) mod unix_peer;
 
 use std::io;
