@@ -22,6 +22,7 @@ use crate::http::service::BoxError;
 use crate::proto::h1::parse::{
     parse_request_head, BodyFraming, Limits, RequestHead as H1RequestHead,
 };
+use crate::proto::h2::config::ServerLimits;
 use crate::proto::h2::frame::ErrorCode;
 use crate::proto::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter};
 use http::{HeaderValue, Request, Response, Version};
@@ -30,6 +31,18 @@ use std::pin::Pin;
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 use tower_service::Service;
+
+impl ServerConfig {
+    /// The HTTP/2 machine's limits: its settings and the timeouts it decides.
+    pub(crate) fn h2_limits(&self) -> ServerLimits {
+        ServerLimits {
+            http2: self.http2.clone(),
+            header_read_timeout: self.header_read_timeout,
+            body_read_timeout: self.body_read_timeout,
+            idle_timeout: self.idle_timeout,
+        }
+    }
+}
 
 /// One stream's progress on the driver's side.
 pub(super) struct Exchange<F, B: Body> {
@@ -50,6 +63,8 @@ pub(super) struct H2State<S: Service<Request<Incoming>>, B: Body> {
     h2: Machine<S, B>,
     timer: Option<Sleep>,
     tls: ConnTls,
+    /// What the machine's rounds read of the config, taken from it once.
+    limits: ServerLimits,
 }
 
 /// The service side of the machine's [`Dispatch`], for one callback.
@@ -129,6 +144,7 @@ where
                 h2: ServerConn::new(Instant::now(), &cfg.http2, out),
                 timer: None,
                 tls,
+                limits: cfg.h2_limits(),
             };
             conn.set_context(state);
             with_h2::<S, B, _>(conn, |st| {
@@ -158,6 +174,7 @@ where
                 h2: ServerConn::new(Instant::now(), &cfg.http2, out),
                 timer: None,
                 tls,
+                limits: cfg.h2_limits(),
             };
             conn.set_context(state);
             with_h2::<S, B, _>(conn, |st| {
@@ -230,7 +247,7 @@ where
                 }
             }
         });
-        let mut actions = self.h2.end_round(clock, cfg, out);
+        let mut actions = self.h2.end_round(clock, &self.limits, out);
         if let Some(at) = next_deadline {
             actions.deadline = Some(actions.deadline.map_or(at, |d| d.min(at)));
         }

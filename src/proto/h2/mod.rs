@@ -8,4 +8,5 @@ pub(crate) mod config;
 pub(crate) mod fields;
 pub(crate) mod frame;
 pub(crate) mod hpack;
+pub(crate) mod protocol;
 pub(crate) mod server;

@@ -136,7 +136,7 @@ impl Pair {
                 &mut self.to_client,
             );
             self.server
-                .end_round(clock, &self.scfg, &mut self.to_client);
+                .end_round(clock, &self.scfg.h2_limits(), &mut self.to_client);
             let bytes = std::mem::take(&mut self.to_client);
             self.client
                 .receive(self.now, &bytes, &mut self.to_server, &mut self.events);

@@ -23,10 +23,9 @@ mod tests;
 pub(crate) use request::RequestHead;
 pub(crate) use send::StreamWriter;
 
-use super::config::Http2Config;
+use super::config::{Http2Config, ServerLimits};
 use super::frame::{self, ErrorCode, Frame, FrameError, Settings, MAX_WINDOW, PREFACE};
 use super::hpack::{Decoder, Encoder};
-use crate::http::ServerConfig;
 use crate::proto::shared::{BodyFailure, BodySink, Clock};
 use http::StatusCode;
 use std::collections::HashMap;

@@ -33,7 +33,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     pub(crate) fn end_round(
         &mut self,
         clock: Clock,
-        cfg: &ServerConfig,
+        cfg: &ServerLimits,
         out: &mut Vec<u8>,
     ) -> Actions {
         if self.phase != Phase::Failed {
@@ -112,7 +112,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     pub(super) fn stream_deadlines(
         &mut self,
         now: Instant,
-        cfg: &ServerConfig,
+        cfg: &ServerLimits,
         out: &mut Vec<u8>,
         at: &mut impl FnMut(Instant),
     ) {

@@ -2,6 +2,7 @@
 //! an HPACK encoder, a recording dispatcher, a fake clock.
 
 use super::*;
+use crate::http::ServerConfig;
 use crate::proto::date::DATE_LEN;
 use crate::proto::h2::frame::{Head, HEAD_LEN};
 use http::HeaderMap;
@@ -187,7 +188,7 @@ impl T {
 
     fn end_round(&mut self) -> Actions {
         self.conn
-            .end_round(clock(self.now), &self.cfg, &mut self.out)
+            .end_round(clock(self.now), &self.cfg.h2_limits(), &mut self.out)
     }
 
     /// The frames written since the last look.
