@@ -5,6 +5,7 @@
 #[cfg(feature = "client")]
 pub(crate) mod client;
 pub(crate) mod config;
+mod conn;
 pub(crate) mod fields;
 pub(crate) mod frame;
 pub(crate) mod hpack;

@@ -4,6 +4,8 @@
 use super::*;
 use crate::http::ServerConfig;
 use crate::proto::date::DATE_LEN;
+use crate::proto::h2::frame::{Frame, PREFACE};
+use crate::proto::h2::hpack::Encoder;
 use crate::proto::h2::server::{self, NewBody, ServerConn, StreamSink};
 use crate::proto::shared::{BodyFailure, BodySink, Clock};
 use std::sync::{Arc, Mutex};
@@ -806,5 +808,5 @@ fn a_reset_from_the_client_forgets_the_stream_and_credits_its_data() {
     assert_eq!(out, want);
     // The unread 1000 bytes go back to the connection (in a later batch).
     c.release(a, 1000);
-    assert_eq!(c.credit, 1000);
+    assert_eq!(c.core.credit, 1000);
 }

@@ -4,7 +4,8 @@
 use super::*;
 use crate::http::ServerConfig;
 use crate::proto::date::DATE_LEN;
-use crate::proto::h2::frame::{Head, HEAD_LEN};
+use crate::proto::h2::frame::{Frame, Head, HEAD_LEN, MAX_WINDOW, PREFACE};
+use crate::proto::h2::hpack::{Decoder, Encoder};
 use http::HeaderMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
