@@ -1,10 +1,10 @@
 //! The client side of an HTTP/2 connection as a sans-IO machine.
 //!
-//! [`ClientConn`] holds what HTTP/2 decides about one connection from the client's side:
-//! the preface and SETTINGS, streams opened with odd ids (no more at once than the
-//! server's SETTINGS_MAX_CONCURRENT_STREAMS), request heads (HPACK), response heads, DATA
-//! and trailers per stream, both directions' flow-control windows, GOAWAY and RST_STREAM,
-//! and limits against a hostile server. It owns no socket, task or clock: the driver
+//! [`ClientConn`] is the client's role on the shared connection core (`h2::conn`, which
+//! reads the frames and keeps SETTINGS, windows, PING and GOAWAY): streams opened with odd
+//! ids (no more at once than the server's SETTINGS_MAX_CONCURRENT_STREAMS), request heads
+//! (HPACK), response heads, DATA and trailers per stream, and limits against a hostile
+//! server. It owns no socket, task or clock: the driver
 //! (`client::h2`) hands it the bytes read and gets [`Event`]s back; everything the machine
 //! writes goes into the caller's output buffer.
 //!
@@ -25,13 +25,12 @@ mod timers;
 pub(crate) use response::ResponseHead;
 pub(crate) use send::RequestHead;
 
-use super::conn::{self, Core, Local, Phase, Role, Side, StreamFlow};
+use super::conn::{self, Core, Local, Phase, Role, Side, StreamFlow, Streams};
 use super::frame::{self, ErrorCode, MAX_WINDOW};
 use super::hpack::DecodeError;
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use response::HeadBuilder;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// HTTP/2 settings and limits of fibr's client (`client::Builder`'s `http2_*` options).
@@ -151,7 +150,7 @@ pub(crate) struct ClientConn {
     core: Core,
     /// When bytes last came from the server (keep-alive PINGs count from it).
     last_read: Instant,
-    streams: HashMap<u32, Stream>,
+    streams: Streams<Stream>,
     /// The id the next stream gets.
     next_id: u32,
 }
@@ -254,7 +253,7 @@ impl ClientConn {
             cfg,
             core,
             last_read: now,
-            streams: HashMap::new(),
+            streams: Streams::default(),
             next_id: 1,
         }
     }

@@ -13,7 +13,12 @@ pub(crate) use recv::{receive, Role};
 
 use super::frame::{self, ErrorCode, Settings, MAX_WINDOW};
 use super::hpack::{Decoder, Encoder};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
+
+/// A role's stream table, keyed by stream id.
+pub(crate) type Streams<S> = HashMap<u32, S, BuildHasherDefault<StreamIdHasher>>;
 
 /// Which end of the connection a machine is: the client writes the preface, the server
 /// reads it (§3.4).
@@ -282,5 +287,26 @@ impl RecentResets {
 
     pub(crate) fn contains(&self, stream: u32) -> bool {
         self.ids.contains(&stream)
+    }
+}
+
+/// Hashes a stream id (a unique odd number) with one multiplication: no SipHash per frame.
+#[derive(Default)]
+pub(crate) struct StreamIdHasher(u64);
+
+impl Hasher for StreamIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u32(&mut self, id: u32) {
+        // Streams are opened by the client alone (no push), so ids are odd: drop the
+        // constant bit, then multiply by an odd constant (a bijection on the low bits,
+        // which pick the bucket; the high bits, the tag, mix all).
+        self.0 = u64::from(id >> 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
     }
 }

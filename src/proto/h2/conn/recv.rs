@@ -143,7 +143,11 @@ fn on_frame<R: Role>(r: &mut R, f: Frame<'_>) {
     let (core, out) = r.parts();
     if !core.got_settings {
         if !matches!(f, Frame::Settings { ack: false, .. }) {
-            return r.fail(ErrorCode::PROTOCOL_ERROR, "the first frame is not SETTINGS");
+            let why = match core.side {
+                Side::Client => "the server's first frame is not SETTINGS",
+                Side::Server => "the first frame is not SETTINGS",
+            };
+            return r.fail(ErrorCode::PROTOCOL_ERROR, why);
         }
         core.got_settings = true;
     }

@@ -1,9 +1,9 @@
 //! The server side of an HTTP/2 connection as a sans-IO machine.
 //!
-//! [`ServerConn`] holds everything HTTP/2 decides about one connection: the preface and
-//! SETTINGS exchange, which frames are valid in which stream state, the header blocks
-//! (HPACK), both directions' flow-control windows, the streams in flight and the limits
-//! that protect the server. It owns no socket, thread, clock or task: the driver
+//! [`ServerConn`] is the server's role on the shared connection core (`h2::conn`, which
+//! reads the frames and keeps SETTINGS, windows, PING and GOAWAY): which frames are valid
+//! in which stream state, requests from header blocks (HPACK), the streams in flight and
+//! the limits that protect the server. It owns no socket, thread, clock or task: the driver
 //! (`http::server_h2`) gives it the bytes read and the time, calls the service for each
 //! request it dispatches ([`Dispatch`]), writes responses through [`StreamWriter`] and
 //! applies what [`ServerConn::end_round`] returns. Everything the machine writes goes into
@@ -24,12 +24,10 @@ pub(crate) use request::RequestHead;
 pub(crate) use send::StreamWriter;
 
 use super::config::{Http2Config, ServerLimits};
-use super::conn::{self, Core, Local, Phase, Side, StreamFlow};
+use super::conn::{self, Core, Local, Phase, Side, StreamFlow, Streams};
 use super::frame::{self, ErrorCode};
 use crate::proto::shared::{BodyFailure, BodySink, Clock};
 use http::StatusCode;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
 /// A request body's sink with the credit HTTP/2 needs: how much the reader has taken.
@@ -122,7 +120,7 @@ struct WindowCount {
 /// driver's per-stream state.
 pub(crate) struct ServerConn<B, X> {
     core: Core,
-    streams: HashMap<u32, Stream<B, X>, BuildHasherDefault<StreamIdHasher>>,
+    streams: Streams<Stream<B, X>>,
     /// The highest stream id the client has used: lower unused ids are closed (§5.1.1).
     last_stream: u32,
     resets: WindowCount,
@@ -137,26 +135,6 @@ pub(crate) struct ServerConn<B, X> {
     /// (STREAM_CLOSED) from an id below the last that was never used (PROTOCOL_ERROR,
     /// §5.1.1).
     recently_used: [u32; 8],
-}
-
-/// Hashes a stream id (a unique odd number) with one multiplication: no SipHash per frame.
-#[derive(Default)]
-struct StreamIdHasher(u64);
-
-impl Hasher for StreamIdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u32(&mut self, id: u32) {
-        // Client ids are odd: drop the constant bit, then multiply by an odd constant (a
-        // bijection on the low bits, which pick the bucket; the high bits, the tag, mix all).
-        self.0 = u64::from(id >> 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 impl<B: StreamSink, X> ServerConn<B, X> {
@@ -193,7 +171,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         let window = cfg.initial_connection_window;
         ServerConn {
             core: Core::new(Side::Server, local, &settings[..n], window, now, out),
-            streams: HashMap::default(),
+            streams: Streams::default(),
             last_stream: 0,
             resets: WindowCount {
                 since: now,

@@ -43,7 +43,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         }
         if self.streams.is_empty() && self.streams.capacity() > 0 {
             // An idle connection keeps no stream table (a map never shrinks by itself).
-            self.streams = HashMap::default();
+            self.streams = Streams::default();
         }
         let now = clock.now;
         let mut deadline = None;
