@@ -10,6 +10,6 @@ pub(crate) mod fields;
 pub(crate) mod frame;
 pub(crate) mod hpack;
 #[cfg(all(test, feature = "client"))]
-mod pair_tests;
+pub(crate) mod pair_tests;
 pub(crate) mod protocol;
 pub(crate) mod server;

@@ -1,6 +1,7 @@
 //! The client machine against the server machine, in memory: no sockets, the bytes each
 //! writes handed to the other in a deterministic loop, whole or cut into pieces (one byte
 //! at a time, or at every split point), so that the shared core is tested from both ends.
+//! [`Net`] is also the client's tests' harness.
 
 use super::client::{ClientConfig, ClientConn, Event, RequestHead, Why};
 use super::config::ServerLimits;
@@ -18,7 +19,7 @@ fn date() -> [u8; DATE_LEN] {
 
 /// How each side's output reaches the other.
 #[derive(Debug, Clone, Copy)]
-enum Delivery {
+pub(crate) enum Delivery {
     Whole,
     /// One byte a call.
     Bytewise,
@@ -41,22 +42,26 @@ impl Delivery {
     }
 }
 
-/// What a request body's sink saw; the reader takes everything at once.
+/// What a request body's sink saw, and what its reader took (set by the test, or all of
+/// it at once with `reads_all`).
 #[derive(Default)]
-struct SinkLog {
-    data: Vec<u8>,
-    finished: Option<Option<HeaderMap>>,
-    failed: bool,
-    unread: usize,
+pub(crate) struct SinkLog {
+    pub data: Vec<u8>,
+    pub finished: Option<Option<HeaderMap>>,
+    pub failed: bool,
+    pub consumed: usize,
+    reads_all: bool,
 }
 
-struct Sink(Arc<Mutex<SinkLog>>);
+pub(crate) struct Sink(Arc<Mutex<SinkLog>>);
 
 impl BodySink for Sink {
     fn push(&mut self, data: &[u8]) {
         let mut log = self.0.lock().unwrap();
         log.data.extend_from_slice(data);
-        log.unread += data.len();
+        if log.reads_all {
+            log.consumed += data.len();
+        }
     }
     fn has_room(&self) -> bool {
         true
@@ -77,14 +82,16 @@ impl BodySink for Sink {
 
 impl StreamSink for Sink {
     fn take_consumed(&mut self) -> usize {
-        std::mem::take(&mut self.0.lock().unwrap().unread)
+        std::mem::take(&mut self.0.lock().unwrap().consumed)
     }
 }
 
+/// The server's dispatcher: records the requests and their body sinks.
 #[derive(Default)]
-struct Recorder {
-    requests: Vec<(u32, Method)>,
+pub(crate) struct Recorder {
+    pub requests: Vec<(u32, server::RequestHead)>,
     sinks: Vec<(u32, Arc<Mutex<SinkLog>>)>,
+    reads_all: bool,
 }
 
 impl server::Dispatch for Recorder {
@@ -96,9 +103,12 @@ impl server::Dispatch for Recorder {
         head: server::RequestHead,
         body: Option<NewBody>,
     ) -> (u32, Option<Sink>) {
-        self.requests.push((stream, head.method));
+        self.requests.push((stream, head));
         let sink = body.map(|_| {
-            let log = Arc::new(Mutex::new(SinkLog::default()));
+            let log = Arc::new(Mutex::new(SinkLog {
+                reads_all: self.reads_all,
+                ..SinkLog::default()
+            }));
             self.sinks.push((stream, log.clone()));
             Sink(log)
         });
@@ -106,35 +116,56 @@ impl server::Dispatch for Recorder {
     }
 }
 
+impl Recorder {
+    pub(crate) fn sink(&self, stream: u32) -> Arc<Mutex<SinkLog>> {
+        self.sinks.iter().find(|s| s.0 == stream).unwrap().1.clone()
+    }
+}
+
 /// The two machines and the bytes between them.
-struct Net {
-    client: ClientConn,
-    server: ServerConn<Sink, u32>,
+pub(crate) struct Net {
+    pub client: ClientConn,
+    pub server: ServerConn<Sink, u32>,
     limits: ServerLimits,
-    d: Recorder,
+    pub d: Recorder,
     how: Delivery,
-    to_server: Vec<u8>,
-    to_client: Vec<u8>,
-    events: Vec<Event>,
-    now: Instant,
+    pub to_server: Vec<u8>,
+    pub to_client: Vec<u8>,
+    pub events: Vec<Event>,
+    pub now: Instant,
     /// The server's end_round said to close.
     closed: bool,
     /// The longest write either side made.
     longest: usize,
+    /// Readers on both sides take every body byte at once (else the test says).
+    reads_all: bool,
 }
 
 impl Net {
-    fn new(how: Delivery, limits: ServerLimits) -> Net {
+    /// Whole writes; the test reads the bodies (`SinkLog::consumed`, `release`).
+    pub(crate) fn new(ccfg: ClientConfig, limits: ServerLimits) -> Net {
+        Net::with(Delivery::Whole, ccfg, limits, false)
+    }
+
+    /// Writes delivered `how`; every body is read at once.
+    fn reading(how: Delivery, limits: ServerLimits) -> Net {
+        Net::with(how, ClientConfig::default(), limits, true)
+    }
+
+    fn with(how: Delivery, ccfg: ClientConfig, limits: ServerLimits, reads_all: bool) -> Net {
         let now = Instant::now();
         let mut to_server = Vec::new();
         let mut to_client = Vec::new();
-        let client = ClientConn::new(&ClientConfig::default(), now, &mut to_server);
+        let client = ClientConn::new(&ccfg, now, &mut to_server);
         let server = ServerConn::new(now, &limits.http2, &mut to_client);
         let mut net = Net {
             client,
             server,
             limits,
-            d: Recorder::default(),
+            d: Recorder {
+                reads_all,
+                ..Recorder::default()
+            },
             how,
             to_server,
             to_client,
@@ -142,21 +173,21 @@ impl Net {
             now,
             closed: false,
             longest: 0,
+            reads_all,
         };
         net.pump();
         net
     }
 
-    fn clock(&self) -> Clock {
+    pub(crate) fn clock(&self) -> Clock {
         Clock {
             now: self.now,
             date,
         }
     }
 
-    /// Moves bytes both ways until neither side writes more; the client's reader takes
-    /// every response byte at once.
-    fn pump(&mut self) {
+    /// Moves bytes both ways until neither side writes more.
+    pub(crate) fn pump(&mut self) {
         for _ in 0..1000 {
             let clock = self.clock();
             let bytes = std::mem::take(&mut self.to_server);
@@ -172,7 +203,7 @@ impl Net {
             let (client, out, ev) = (&mut self.client, &mut self.to_server, &mut self.events);
             self.how
                 .deliver(&bytes, |b| client.receive(clock.now, b, out, ev));
-            for e in &self.events[before..] {
+            for e in self.events[before..].iter().filter(|_| self.reads_all) {
                 if let Event::Data { stream, data } = e {
                     self.client.release(*stream, data.len());
                 }
@@ -185,14 +216,18 @@ impl Net {
         panic!("the two machines never went quiet");
     }
 
-    fn open(&mut self, method: &Method, end: bool) -> u32 {
+    pub(crate) fn get(&mut self, path: &str) -> u32 {
+        self.open(&Method::GET, path, &HeaderMap::new(), true)
+    }
+
+    pub(crate) fn open(&mut self, method: &Method, path: &str, h: &HeaderMap, end: bool) -> u32 {
         let head = RequestHead {
             method,
             scheme: "http",
             authority: "example.com",
-            path: "/x",
+            path,
             protocol: None,
-            headers: &HeaderMap::new(),
+            headers: h,
         };
         let id = self.client.open(&head, end, &mut self.to_server);
         id.expect("a stream may open")
@@ -214,8 +249,9 @@ impl Net {
         self.pump();
     }
 
-    /// Answers `stream` with `body` and, if any, trailers.
-    fn respond(&mut self, stream: u32, body: &[u8], trailers: Option<&HeaderMap>) {
+    /// Answers `stream` with `body` (all the server's windows allow) and, if any,
+    /// trailers.
+    pub(crate) fn respond(&mut self, stream: u32, body: &[u8], trailers: Option<&HeaderMap>) {
         let clock = self.clock();
         let mut body = body;
         self.server
@@ -225,7 +261,10 @@ impl Net {
                 }
                 let mut parts = http::Response::new(()).into_parts().0;
                 let exact = trailers.is_none().then_some(body.len() as u64);
-                if w.respond(&mut parts, exact) && w.send_data(&mut body, trailers.is_none()) {
+                if w.awaits_head() && !w.respond(&mut parts, exact) {
+                    return;
+                }
+                if w.send_data(&mut body, trailers.is_none()) {
                     w.finish(trailers);
                 }
             });
@@ -249,14 +288,8 @@ impl Net {
         (status, body, end)
     }
 
-    fn sink(&self, stream: u32) -> Arc<Mutex<SinkLog>> {
-        self.d
-            .sinks
-            .iter()
-            .find(|s| s.0 == stream)
-            .unwrap()
-            .1
-            .clone()
+    pub(crate) fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
     }
 }
 
@@ -267,10 +300,12 @@ fn trailers() -> HeaderMap {
 }
 
 fn get(how: Delivery) -> usize {
-    let mut n = Net::new(how, ServerLimits::default());
-    let id = n.open(&Method::GET, true);
+    let mut n = Net::reading(how, ServerLimits::default());
+    let id = n.get("/x");
     n.pump();
-    assert_eq!(n.d.requests, [(id, Method::GET)], "{how:?}");
+    assert_eq!(n.d.requests.len(), 1, "{how:?}");
+    assert_eq!(n.d.requests[0].0, id, "{how:?}");
+    assert_eq!(n.d.requests[0].1.method, Method::GET, "{how:?}");
     n.respond(id, b"hello", None);
     let (status, body, end) = n.response(id);
     assert_eq!(status, Some(StatusCode::OK), "{how:?}");
@@ -285,11 +320,11 @@ fn get(how: Delivery) -> usize {
 fn post_beyond_the_window(how: Delivery) -> usize {
     let mut limits = ServerLimits::default();
     limits.http2.initial_stream_window = 4096;
-    let mut n = Net::new(how, limits);
+    let mut n = Net::reading(how, limits);
     let body: Vec<u8> = (0..16_384u32).map(|i| i as u8).collect();
-    let id = n.open(&Method::POST, false);
+    let id = n.open(&Method::POST, "/x", &HeaderMap::new(), false);
     n.upload(id, &body, None);
-    let sink = n.sink(id);
+    let sink = n.d.sink(id);
     let log = sink.lock().unwrap();
     assert_eq!(log.data, body, "{how:?}");
     assert_eq!(log.finished, Some(None), "{how:?}");
@@ -301,10 +336,10 @@ fn post_beyond_the_window(how: Delivery) -> usize {
 
 /// Trailers both ways: after a request body and after a response body.
 fn trailers_both_ways(how: Delivery) -> usize {
-    let mut n = Net::new(how, ServerLimits::default());
-    let id = n.open(&Method::POST, false);
+    let mut n = Net::reading(how, ServerLimits::default());
+    let id = n.open(&Method::POST, "/x", &HeaderMap::new(), false);
     n.upload(id, b"request", Some(&trailers()));
-    let sink = n.sink(id);
+    let sink = n.d.sink(id);
     assert_eq!(sink.lock().unwrap().data, b"request", "{how:?}");
     assert_eq!(sink.lock().unwrap().finished, Some(Some(trailers())));
     n.respond(id, b"response", Some(&trailers()));
@@ -317,15 +352,15 @@ fn trailers_both_ways(how: Delivery) -> usize {
 
 /// A stream reset from either end: the other forgets it, the connection goes on.
 fn resets(how: Delivery) -> usize {
-    let mut n = Net::new(how, ServerLimits::default());
-    let id = n.open(&Method::POST, false);
+    let mut n = Net::reading(how, ServerLimits::default());
+    let id = n.open(&Method::POST, "/x", &HeaderMap::new(), false);
     n.pump();
     n.client.reset(id, ErrorCode::CANCEL, &mut n.to_server);
     n.pump();
-    assert!(n.sink(id).lock().unwrap().failed, "{how:?}");
+    assert!(n.d.sink(id).lock().unwrap().failed, "{how:?}");
     assert_eq!((n.client.streams(), n.server.streams()), (0, 0), "{how:?}");
 
-    let id = n.open(&Method::GET, true);
+    let id = n.get("/x");
     n.pump();
     let clock = n.clock();
     n.server.each_stream(clock, &mut n.to_client, |_, w| {
@@ -345,8 +380,8 @@ fn resets(how: Delivery) -> usize {
 /// The server's graceful GOAWAY: the client opens nothing more, the stream in flight
 /// finishes, then the server closes.
 fn goaway(how: Delivery) -> usize {
-    let mut n = Net::new(how, ServerLimits::default());
-    let id = n.open(&Method::GET, true);
+    let mut n = Net::reading(how, ServerLimits::default());
+    let id = n.get("/x");
     n.pump();
     n.server.drain(&mut n.to_client);
     n.pump();

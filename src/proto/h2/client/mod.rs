@@ -190,7 +190,7 @@ impl Role for Rx<'_> {
             .on_data(stream, end_stream, data, self.out, self.ev);
     }
     fn on_closed_data(&mut self, _stream: u32) {}
-    fn on_headers(&mut self, stream: u32, _end_stream: bool) -> Option<bool> {
+    fn on_headers(&mut self, stream: u32) -> Option<bool> {
         if self.is_idle(stream) {
             let why = "HEADERS on a stream the client did not open";
             self.fail(ErrorCode::PROTOCOL_ERROR, why);

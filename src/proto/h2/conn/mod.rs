@@ -15,7 +15,7 @@ use super::frame::{self, ErrorCode, Settings, MAX_WINDOW};
 use super::hpack::{Decoder, Encoder};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A role's stream table, keyed by stream id.
 pub(crate) type Streams<S> = HashMap<u32, S, BuildHasherDefault<StreamIdHasher>>;
@@ -229,8 +229,8 @@ impl Core {
         &mut self,
         now: Instant,
         last_read: Instant,
-        interval: Option<std::time::Duration>,
-        timeout: std::time::Duration,
+        interval: Option<Duration>,
+        timeout: Duration,
         out: &mut Vec<u8>,
         at: &mut impl FnMut(Instant),
     ) -> bool {

@@ -30,7 +30,7 @@ pub(crate) trait Role {
     fn on_closed_data(&mut self, stream: u32);
     /// A HEADERS frame: `Some(trailers)` when its block is to be read (and whether it
     /// is trailers), `None` once the role has dealt with it.
-    fn on_headers(&mut self, stream: u32, end_stream: bool) -> Option<bool>;
+    fn on_headers(&mut self, stream: u32) -> Option<bool>;
     /// A whole header block.
     fn on_block(&mut self, stream: u32, end_stream: bool, trailers: bool, block: &[u8]);
     /// RST_STREAM on a stream that is not idle and not one we reset.
@@ -179,7 +179,7 @@ fn on_frame<R: Role>(r: &mut R, f: Frame<'_>) {
             fragment,
             ..
         } => {
-            let Some(trailers) = r.on_headers(stream, end_stream) else {
+            let Some(trailers) = r.on_headers(stream) else {
                 return;
             };
             let block = Block {

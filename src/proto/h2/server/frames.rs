@@ -51,7 +51,7 @@ impl<B: StreamSink, X, D: Dispatch<Body = B, Exchange = X>> Role for Rx<'_, B, X
         self.conn
             .write_reset(stream, ErrorCode::STREAM_CLOSED, self.out);
     }
-    fn on_headers(&mut self, stream: u32, _end_stream: bool) -> Option<bool> {
+    fn on_headers(&mut self, stream: u32) -> Option<bool> {
         self.conn.on_headers(stream, self.out)
     }
     fn on_block(&mut self, stream: u32, end_stream: bool, trailers: bool, block: &[u8]) {
