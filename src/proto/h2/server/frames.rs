@@ -1,6 +1,6 @@
-//! The receiving side of the server machine: each frame in its stream's state (RFC 9113
-//! §5.1, §6), header blocks into requests or trailers, the client's SETTINGS and windows,
-//! and the bounds against floods.
+//! The receiving side of the server machine, its [`Role`] on the connection core: each
+//! frame the core hands over in its stream's state (RFC 9113 §5.1, §6), header blocks
+//! into requests or trailers, and the rapid-reset bound.
 
 use super::request::HeadBuilder;
 use super::*;
