@@ -84,6 +84,16 @@ impl ServerConfig {
             drain_first_request_grace: self.drain_first_request_grace,
         }
     }
+
+    /// The HTTP/2 machine's limits: its settings and the timeouts it decides.
+    pub(crate) fn h2_limits(&self) -> crate::proto::h2::config::ServerLimits {
+        crate::proto::h2::config::ServerLimits {
+            http2: self.http2.clone(),
+            header_read_timeout: self.header_read_timeout,
+            body_read_timeout: self.body_read_timeout,
+            idle_timeout: self.idle_timeout,
+        }
+    }
 }
 
 impl Default for ServerConfig {

@@ -29,7 +29,6 @@ mod file;
 #[cfg(feature = "http3")]
 pub(crate) mod http3;
 mod panic;
-mod protocol;
 pub(crate) mod pump;
 mod serve;
 mod server;
@@ -39,12 +38,12 @@ pub(crate) mod switch;
 #[cfg(feature = "hyper")]
 mod upgrade;
 
+pub use crate::proto::h2::protocol::Protocol;
 pub use body::{BodyError, Incoming};
 pub use config::{Http2Config, ServerConfig};
 #[cfg(feature = "http3")]
 pub use config::{Http3Config, RetryPolicy};
 pub use file::FileBody;
-pub use protocol::Protocol;
 pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};
 #[cfg(feature = "http3")]
 #[doc(hidden)]

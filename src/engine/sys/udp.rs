@@ -468,8 +468,8 @@ pub(crate) fn recv_from(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<
 
 #[cfg(all(test, target_os = "linux"))]
 mod udp_offload_tests {
-    use super::*;
     use super::super::socket::{local_addr, udp_socket};
+    use super::*;
     use std::os::fd::{AsRawFd, OwnedFd};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};

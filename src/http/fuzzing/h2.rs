@@ -793,7 +793,9 @@ impl H2Conn {
 
     fn end_round(&mut self) {
         let clock = self.clock();
-        let actions = self.conn.end_round(clock, &self.cfg, &mut self.out);
+        let actions = self
+            .conn
+            .end_round(clock, &self.cfg.h2_limits(), &mut self.out);
         self.summary.closed |= actions.close;
         self.summary.most_open = self.summary.most_open.max(self.conn.streams());
         self.collect();

@@ -580,14 +580,22 @@ where
         });
         let upgrade = match upgrade {
             None => {
-                with_h2::<S, B, _>(conn, |st| st.round(conn, data, cfg, draining));
+                let h2_limits = &self.shared().h2_limits;
+                with_h2::<S, B, _>(conn, |st| st.round(conn, data, cfg, h2_limits, draining));
                 return;
             }
             Some(Round::ToHttp2(seen)) => {
                 // h2c with prior knowledge: the connection opened with the preface.
                 if let Some(st) = conn.take_context::<H1State<S, B>>() {
                     let first = if seen.is_empty() { data } else { &seen[..] };
-                    H2State::<S, B>::start(conn, st.svc, st.tls, cfg, first);
+                    H2State::<S, B>::start(
+                        conn,
+                        st.svc,
+                        st.tls,
+                        cfg,
+                        &self.shared().h2_limits,
+                        first,
+                    );
                 }
                 return;
             }
@@ -600,7 +608,14 @@ where
         };
         if let Some(h2c) = H2cUpgrade::parse(&prefix, cfg) {
             if let Some(st) = conn.take_context::<H1State<S, B>>() {
-                H2State::<S, B>::start_upgraded(conn, st.svc, st.tls, cfg, h2c);
+                H2State::<S, B>::start_upgraded(
+                    conn,
+                    st.svc,
+                    st.tls,
+                    cfg,
+                    &self.shared().h2_limits,
+                    h2c,
+                );
             }
             // Without hyper nothing follows (no hand-off), and the return is the last word.
             #[cfg_attr(not(feature = "hyper"), allow(clippy::needless_return))]

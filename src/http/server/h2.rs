@@ -21,6 +21,7 @@ use crate::http::pump::{pump, Pumped, Room, Sink};
 use crate::http::service::BoxError;
 use crate::proto::h1::framing::BodyFraming;
 use crate::proto::h1::parse::{parse_request_head, Limits, RequestHead as H1RequestHead};
+use crate::proto::h2::config::ServerLimits;
 use crate::proto::h2::frame::ErrorCode;
 use crate::proto::h2::server::{Dispatch, NewBody, RequestHead, ServerConn, StreamWriter};
 use http::{HeaderValue, Request, Response, Version};
@@ -120,7 +121,14 @@ where
 {
     /// Takes over a connection whose first bytes are `data` (the preface, for h2c) or
     /// that chose `h2` by ALPN (`data` empty), and runs its first round.
-    pub(super) fn start(conn: &Conn, svc: S, tls: ConnTls, cfg: &ServerConfig, data: &[u8]) {
+    pub(super) fn start(
+        conn: &Conn,
+        svc: S,
+        tls: ConnTls,
+        cfg: &ServerConfig,
+        limits: &ServerLimits,
+        data: &[u8],
+    ) {
         with_round_output(|out| {
             let state: H2State<S, B> = H2State {
                 svc,
@@ -132,7 +140,7 @@ where
             conn.set_context(state);
             with_h2::<S, B, _>(conn, |st| {
                 st.receive(data, cfg, out);
-                st.drive(conn, cfg, out);
+                st.drive(conn, cfg, limits, out);
             });
         });
     }
@@ -145,6 +153,7 @@ where
         svc: S,
         tls: ConnTls,
         cfg: &ServerConfig,
+        limits: &ServerLimits,
         up: H2cUpgrade,
     ) {
         with_round_output(|out| {
@@ -168,26 +177,33 @@ where
                 };
                 st.h2.accept_upgrade(&up.settings, up.head, &mut calls, out);
                 st.receive(&up.rest, cfg, out);
-                st.drive(conn, cfg, out);
+                st.drive(conn, cfg, limits, out);
             });
         });
     }
 
     /// One round: the bytes read (none for a wake-up), then everything that is ready.
-    pub(super) fn round(&mut self, conn: &Conn, data: &[u8], cfg: &ServerConfig, draining: bool) {
+    pub(super) fn round(
+        &mut self,
+        conn: &Conn,
+        data: &[u8],
+        cfg: &ServerConfig,
+        limits: &ServerLimits,
+        draining: bool,
+    ) {
         with_round_output(|out| {
             if draining {
                 self.h2.drain(out);
             }
             self.receive(data, cfg, out);
-            self.drive(conn, cfg, out);
+            self.drive(conn, cfg, limits, out);
         });
     }
 
     /// The client finished sending.
-    pub(super) fn peer_closed(&mut self, conn: &Conn, cfg: &ServerConfig) {
+    pub(super) fn peer_closed(&mut self, conn: &Conn, cfg: &ServerConfig, limits: &ServerLimits) {
         self.h2.peer_closed();
-        with_round_output(|out| self.drive(conn, cfg, out));
+        with_round_output(|out| self.drive(conn, cfg, limits, out));
     }
 
     fn receive(&mut self, data: &[u8], cfg: &ServerConfig, out: &mut Vec<u8>) {
@@ -206,7 +222,7 @@ where
 
     /// Polls every stream, writes what is ready, sends the round's output and applies the
     /// machine's actions.
-    fn drive(&mut self, conn: &Conn, cfg: &ServerConfig, out: &mut Vec<u8>) {
+    fn drive(&mut self, conn: &Conn, cfg: &ServerConfig, limits: &ServerLimits, out: &mut Vec<u8>) {
         let clock = round_clock();
         let mut cx = Context::from_waker(&self.waker);
         let svc = &mut self.svc;
@@ -229,7 +245,7 @@ where
                 }
             }
         });
-        let mut actions = self.h2.end_round(clock, cfg, out);
+        let mut actions = self.h2.end_round(clock, limits, out);
         if let Some(at) = next_deadline {
             actions.deadline = Some(actions.deadline.map_or(at, |d| d.min(at)));
         }

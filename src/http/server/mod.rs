@@ -35,6 +35,7 @@ use super::service::{BoxError, ConnInfo, MakeService, UnixPeer};
 use crate::engine::conn::live::{Admission, LiveCount};
 use crate::engine::conn::{Conn, Handler};
 use crate::proto::h1::server::Limits as H1Limits;
+use crate::proto::h2::config::ServerLimits as H2Limits;
 use exchange::ConnTls;
 use h1::{with_state, H1State};
 use h2::{with_h2, H2State};
@@ -57,6 +58,8 @@ pub(crate) struct Shared<M> {
     config: ServerConfig,
     /// What the HTTP/1 machine reads of `config`, built once.
     h1_limits: H1Limits,
+    /// What the HTTP/2 machine reads of `config`, built once.
+    h2_limits: H2Limits,
     /// Live connections, for graceful shutdown.
     conns: Mutex<Vec<Conn>>,
     /// What a drain waits for: `conns`, HTTP/3's connections, and (under `fibr::serve`)
@@ -84,6 +87,7 @@ impl<M, Marker> Server<M, Marker> {
             shared: Arc::new(Shared {
                 make: app,
                 h1_limits: config.h1_limits(),
+                h2_limits: config.h2_limits(),
                 config,
                 conns: Mutex::new(Vec::new()),
                 live: Arc::new(LiveCount::new()),
@@ -173,7 +177,7 @@ where
         }
         shared.conns.lock().unwrap().push(conn.clone());
         if tls.alpn_is_h2() {
-            H2State::<S, B>::start(conn, svc, tls, &shared.config, &[]);
+            H2State::<S, B>::start(conn, svc, tls, &shared.config, &shared.h2_limits, &[]);
             return;
         }
         let state: H1State<S, B> = H1State::new(conn, svc, tls);
@@ -201,7 +205,9 @@ where
             with_round_output(|out| st.drive(conn, cfg, limits, out))
         });
         if h1.is_none() {
-            with_h2::<S, B, _>(conn, |st| st.round(conn, &[], cfg, false));
+            with_h2::<S, B, _>(conn, |st| {
+                st.round(conn, &[], cfg, &self.shared.h2_limits, false)
+            });
         }
     }
 
@@ -212,7 +218,7 @@ where
             with_round_output(|out| st.drive(conn, cfg, &self.shared.h1_limits, out));
         });
         if h1.is_none() {
-            with_h2::<S, B, _>(conn, |st| st.peer_closed(conn, cfg));
+            with_h2::<S, B, _>(conn, |st| st.peer_closed(conn, cfg, &self.shared.h2_limits));
         }
     }
 

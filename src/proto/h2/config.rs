@@ -107,3 +107,16 @@ config_setters!(Http2Config {
     opt with_window_stall_timeout => window_stall_timeout: Duration,
     set with_extended_connect => extended_connect: bool,
 });
+
+/// What the server machine reads of the driver's `ServerConfig`: its HTTP/2 settings and
+/// the timeouts every protocol shares, so that the machine depends on no driver type.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ServerLimits {
+    pub http2: Http2Config,
+    /// The preface and first SETTINGS (HTTP/2's request head) must come within it.
+    pub header_read_timeout: Option<Duration>,
+    /// A request body that stalls this long fails and its stream is reset.
+    pub body_read_timeout: Option<Duration>,
+    /// A connection with no stream open closes after it.
+    pub idle_timeout: Option<Duration>,
+}

@@ -1,9 +1,10 @@
 //! The send side: opening streams with request heads, DATA within the server's windows,
 //! trailers, resets, and the credit that reopens the server's windows.
 
-use super::{ClientConn, Phase, Remote, Stream};
+use super::{ClientConn, Remote, Stream};
+use crate::proto::h2::conn::{self, give_back, StreamFlow};
 use crate::proto::h2::fields::CONNECTION_SPECIFIC;
-use crate::proto::h2::frame::{self, ErrorCode, MAX_WINDOW};
+use crate::proto::h2::frame::{self, ErrorCode};
 use bytes::Buf;
 use http::{HeaderMap, Method};
 
@@ -23,17 +24,18 @@ impl ClientConn {
     /// Whether the server allows extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL, RFC
     /// 8441); `None` until its SETTINGS came.
     pub(crate) fn extended_connect(&self) -> Option<bool> {
-        self.got_settings
-            .then_some(self.peer.enable_connect_protocol)
+        self.core
+            .got_settings
+            .then_some(self.core.send.peer.enable_connect_protocol)
     }
 
     /// Whether a new stream may be opened now: the connection is usable and fewer streams
     /// are open than the server's SETTINGS_MAX_CONCURRENT_STREAMS (before its SETTINGS
     /// came, `initial_max_concurrent_streams`).
     pub(crate) fn can_open(&self) -> bool {
-        let max = match self.peer.max_concurrent_streams {
+        let max = match self.core.send.peer.max_concurrent_streams {
             Some(n) => n,
-            None if self.got_settings => u32::MAX,
+            None if self.core.got_settings => u32::MAX,
             None => self.cfg.initial_max_concurrent_streams,
         };
         self.is_usable() && self.streams.len() < max as usize
@@ -53,7 +55,7 @@ impl ClientConn {
         let id = self.next_id;
         self.next_id += 2;
         let mark = frame::begin_headers(out);
-        let e = &mut self.encoder;
+        let e = &mut self.core.send.encoder;
         e.begin_block(out);
         e.encode_field(b":method", req.method.as_str().as_bytes(), false, out);
         // A plain CONNECT names only its authority (RFC 9113 §8.5); an extended one also
@@ -79,16 +81,16 @@ impl ClientConn {
             }
             e.encode_field(n.as_bytes(), value.as_bytes(), value.is_sensitive(), out);
         }
-        frame::finish_headers(out, mark, id, end_stream, self.peer.max_frame_size);
+        let peer = &self.core.send.peer;
+        frame::finish_headers(out, mark, id, end_stream, peer.max_frame_size);
+        let flow = StreamFlow::new(peer.initial_window_size, self.cfg.initial_stream_window);
         self.streams.insert(
             id,
             Stream {
-                send_window: i64::from(self.peer.initial_window_size),
-                recv_window: i64::from(self.cfg.initial_stream_window),
+                flow,
                 local_open: !end_stream,
                 remote: Remote::Head,
                 head_only: req.method == Method::HEAD,
-                credit: 0,
             },
         );
         Some(id)
@@ -96,14 +98,15 @@ impl ClientConn {
 
     /// Whether `stream` still takes request DATA (not ended, not reset).
     pub(crate) fn is_sending(&self, stream: u32) -> bool {
-        self.phase != Phase::Failed && self.streams.get(&stream).is_some_and(|s| s.local_open)
+        !self.core.is_failed() && self.streams.get(&stream).is_some_and(|s| s.local_open)
     }
 
     /// Request body bytes both windows allow on `stream` now.
+    #[cfg(test)]
     pub(crate) fn window(&self, stream: u32) -> usize {
         match self.streams.get(&stream) {
-            Some(s) if s.local_open && self.phase != Phase::Failed => {
-                s.send_window.min(self.send_window).max(0) as usize
+            Some(s) if s.local_open && !self.core.is_failed() => {
+                s.flow.send.min(self.core.send.window).max(0) as usize
             }
             _ => 0,
         }
@@ -124,40 +127,16 @@ impl ClientConn {
             data.advance(data.remaining());
             return true;
         }
-        loop {
-            let remaining = data.remaining();
-            if remaining == 0 {
-                if end_stream {
-                    frame::write_data_head(out, stream, 0, true);
-                    self.local_end(stream);
-                }
-                return true;
-            }
-            let n = remaining
-                .min(self.window(stream))
-                .min(self.peer.max_frame_size as usize);
-            if n == 0 {
-                return false;
-            }
-            let last = end_stream && n == remaining;
-            frame::write_data_head(out, stream, n, last);
-            let mut left = n;
-            while left > 0 {
-                let chunk = data.chunk();
-                let k = chunk.len().min(left);
-                out.extend_from_slice(&chunk[..k]);
-                data.advance(k);
-                left -= k;
-            }
-            self.send_window -= n as i64;
-            if let Some(s) = self.streams.get_mut(&stream) {
-                s.send_window -= n as i64;
-            }
-            if last {
-                self.local_end(stream);
-                return true;
-            }
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return true;
+        };
+        let windows = (&mut self.core.send.window, &mut s.flow.send);
+        let max_frame = self.core.send.peer.max_frame_size;
+        let sent = conn::send_data(out, stream, data, end_stream, windows, max_frame);
+        if sent.all && end_stream {
+            self.local_end(stream);
         }
+        sent.all
     }
 
     /// Ends the request body with trailers (or, with none, an empty END_STREAM DATA).
@@ -169,8 +148,9 @@ impl ClientConn {
             frame::write_data_head(out, stream, 0, true);
         } else {
             let mark = frame::begin_headers(out);
-            self.encoder.encode_trailers(trailers, out);
-            frame::finish_headers(out, mark, stream, true, self.peer.max_frame_size);
+            let send = &mut self.core.send;
+            send.encoder.encode_trailers(trailers, out);
+            frame::finish_headers(out, mark, stream, true, send.peer.max_frame_size);
         }
         self.local_end(stream);
     }
@@ -187,7 +167,7 @@ impl ClientConn {
     /// Abandons `stream` (the caller dropped the response, or the request body failed):
     /// RST_STREAM with `code`, unless the stream is already over.
     pub(crate) fn reset(&mut self, stream: u32, code: ErrorCode, out: &mut Vec<u8>) {
-        if self.phase != Phase::Failed && self.streams.remove(&stream).is_some() {
+        if !self.core.is_failed() && self.streams.remove(&stream).is_some() {
             frame::write_rst_stream(out, stream, code);
         }
     }
@@ -195,10 +175,10 @@ impl ClientConn {
     /// The reader took `n` body bytes of `stream` (or they were dropped): credit for both
     /// windows, returned by `flush_credit`.
     pub(crate) fn release(&mut self, stream: u32, n: usize) {
-        self.credit += n as u64;
+        self.core.credit += n as u64;
         if let Some(s) = self.streams.get_mut(&stream) {
             if s.remote != Remote::Closed {
-                s.credit += n as u64;
+                s.flow.credit += n as u64;
             }
         }
     }
@@ -206,32 +186,23 @@ impl ClientConn {
     /// WINDOW_UPDATEs for what the readers took: a stream's once half its window is owed,
     /// the connection's once half of its own is.
     pub(crate) fn flush_credit(&mut self, out: &mut Vec<u8>) {
-        if self.phase == Phase::Failed {
+        if self.core.is_failed() {
             return;
         }
         let stream_half = u64::from(self.cfg.initial_stream_window / 2).max(1);
         for (&id, s) in self.streams.iter_mut() {
-            if s.credit >= stream_half && s.remote != Remote::Closed {
-                let inc = s.credit.min(u64::from(MAX_WINDOW)) as u32;
-                frame::write_window_update(out, id, inc);
-                s.recv_window += i64::from(inc);
-                s.credit -= u64::from(inc);
+            if s.remote != Remote::Closed {
+                give_back(out, id, &mut s.flow.credit, &mut s.flow.recv, stream_half);
             }
         }
-        let conn_half = u64::from(self.cfg.initial_connection_window.min(MAX_WINDOW) / 2).max(1);
-        if self.credit >= conn_half {
-            let inc = self.credit.min(u64::from(MAX_WINDOW)) as u32;
-            frame::write_window_update(out, 0, inc);
-            self.recv_window += i64::from(inc);
-            self.credit -= u64::from(inc);
-        }
+        self.core.give_back(self.cfg.initial_connection_window, out);
     }
 
     /// A graceful close from our side: GOAWAY(NO_ERROR); nothing more is sent or read.
     pub(crate) fn close(&mut self, out: &mut Vec<u8>) {
-        if self.phase != Phase::Failed {
+        if !self.core.is_failed() {
             frame::write_goaway(out, 0, ErrorCode::NO_ERROR, b"");
-            self.phase = Phase::Failed;
+            self.core.stop();
             self.streams.clear();
         }
     }

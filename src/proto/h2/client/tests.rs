@@ -3,197 +3,15 @@
 
 use super::*;
 use crate::http::ServerConfig;
-use crate::proto::date::DATE_LEN;
-use crate::proto::h2::server::{self, NewBody, ServerConn, StreamSink};
-use crate::proto::shared::{BodyFailure, BodySink, Clock};
-use std::sync::{Arc, Mutex};
+use crate::proto::h2::frame::{Frame, PREFACE};
+use crate::proto::h2::hpack::Encoder;
+use crate::proto::h2::pair_tests::Net as Pair;
 use std::time::Instant;
 
 mod timers;
 
-fn date() -> [u8; DATE_LEN] {
-    *b"Sun, 06 Nov 1994 08:49:37 GMT"
-}
-
-#[derive(Default)]
-struct SinkLog {
-    data: Vec<u8>,
-    finished: Option<Option<HeaderMap>>,
-    failed: bool,
-    consumed: usize,
-}
-
-struct Sink(Arc<Mutex<SinkLog>>);
-
-impl BodySink for Sink {
-    fn push(&mut self, data: &[u8]) {
-        self.0.lock().unwrap().data.extend_from_slice(data);
-    }
-    fn has_room(&self) -> bool {
-        true
-    }
-    fn reader_gone(&self) -> bool {
-        false
-    }
-    fn wanted(&self) -> bool {
-        true
-    }
-    fn finish(self, trailers: Option<HeaderMap>) {
-        self.0.lock().unwrap().finished = Some(trailers);
-    }
-    fn fail(self, _: BodyFailure) {
-        self.0.lock().unwrap().failed = true;
-    }
-}
-
-impl StreamSink for Sink {
-    fn take_consumed(&mut self) -> usize {
-        std::mem::take(&mut self.0.lock().unwrap().consumed)
-    }
-}
-
-#[derive(Default)]
-struct Recorder {
-    requests: Vec<(u32, server::RequestHead)>,
-    sinks: Vec<(u32, Arc<Mutex<SinkLog>>)>,
-}
-
-impl server::Dispatch for Recorder {
-    type Exchange = u32;
-    type Body = Sink;
-    fn dispatch(
-        &mut self,
-        stream: u32,
-        head: server::RequestHead,
-        body: Option<NewBody>,
-    ) -> (u32, Option<Sink>) {
-        self.requests.push((stream, head));
-        let sink = body.map(|_| {
-            let log = Arc::new(Mutex::new(SinkLog::default()));
-            self.sinks.push((stream, log.clone()));
-            Sink(log)
-        });
-        (stream, sink)
-    }
-}
-
-impl Recorder {
-    fn sink(&self, stream: u32) -> Arc<Mutex<SinkLog>> {
-        self.sinks.iter().find(|s| s.0 == stream).unwrap().1.clone()
-    }
-}
-
-/// A client machine joined to fibr's server machine by two in-memory buffers.
-struct Pair {
-    client: ClientConn,
-    server: ServerConn<Sink, u32>,
-    scfg: ServerConfig,
-    d: Recorder,
-    to_server: Vec<u8>,
-    to_client: Vec<u8>,
-    events: Vec<Event>,
-    now: Instant,
-}
-
-impl Pair {
-    fn new(ccfg: ClientConfig, scfg: ServerConfig) -> Pair {
-        let now = Instant::now();
-        let mut to_server = Vec::new();
-        let mut to_client = Vec::new();
-        let client = ClientConn::new(&ccfg, now, &mut to_server);
-        let server = ServerConn::new(now, &scfg.http2, &mut to_client);
-        let mut p = Pair {
-            client,
-            server,
-            scfg,
-            d: Recorder::default(),
-            to_server,
-            to_client,
-            events: Vec::new(),
-            now,
-        };
-        p.pump();
-        p
-    }
-
-    fn clock(&self) -> Clock {
-        Clock {
-            now: self.now,
-            date,
-        }
-    }
-
-    /// Moves bytes both ways until neither side writes more.
-    fn pump(&mut self) {
-        for _ in 0..100 {
-            let bytes = std::mem::take(&mut self.to_server);
-            let clock = self.clock();
-            self.server.receive(
-                clock,
-                &bytes,
-                &self.scfg.http2,
-                &mut self.d,
-                &mut self.to_client,
-            );
-            self.server
-                .end_round(clock, &self.scfg, &mut self.to_client);
-            let bytes = std::mem::take(&mut self.to_client);
-            self.client
-                .receive(self.now, &bytes, &mut self.to_server, &mut self.events);
-            self.client.flush_credit(&mut self.to_server);
-            if self.to_server.is_empty() && self.to_client.is_empty() {
-                return;
-            }
-        }
-        panic!("the two machines never went quiet");
-    }
-
-    fn get(&mut self, path: &str) -> u32 {
-        self.open(&http::Method::GET, path, &HeaderMap::new(), true)
-    }
-
-    fn open(&mut self, method: &http::Method, path: &str, h: &HeaderMap, end: bool) -> u32 {
-        let head = RequestHead {
-            method,
-            scheme: "http",
-            authority: "example.com",
-            path,
-            protocol: None,
-            headers: h,
-        };
-        self.client
-            .open(&head, end, &mut self.to_server)
-            .expect("a stream may open")
-    }
-
-    /// Responds on `stream` with `body` (all the server's windows allow) and trailers.
-    fn respond(&mut self, stream: u32, body: &[u8], trailers: Option<&HeaderMap>) {
-        let clock = self.clock();
-        let mut body = body;
-        self.server
-            .each_stream(clock, &mut self.to_client, |id, w| {
-                if *id != stream {
-                    return;
-                }
-                let mut parts = http::Response::new(()).into_parts().0;
-                let exact = trailers.is_none().then_some(body.len() as u64);
-                if w.awaits_head() && !w.respond(&mut parts, exact) {
-                    return;
-                }
-                if w.send_data(&mut body, trailers.is_none()) {
-                    w.finish(trailers);
-                }
-            });
-        self.pump();
-    }
-
-    fn take_events(&mut self) -> Vec<Event> {
-        std::mem::take(&mut self.events)
-    }
-}
-
 fn pair() -> Pair {
-    Pair::new(ClientConfig::default(), ServerConfig::default())
+    Pair::new(ClientConfig::default(), ServerConfig::default().h2_limits())
 }
 
 /// The body bytes and whether the response ended, from `events` for `stream`.
@@ -243,7 +61,7 @@ fn an_extended_connect_sends_its_protocol_scheme_and_path_once_the_server_allows
         None,
         "before the server's SETTINGS"
     );
-    let mut p = Pair::new(ClientConfig::default(), scfg);
+    let mut p = Pair::new(ClientConfig::default(), scfg.h2_limits());
     p.pump();
     assert_eq!(p.client.extended_connect(), Some(true));
     let head = RequestHead {
@@ -263,7 +81,7 @@ fn an_extended_connect_sends_its_protocol_scheme_and_path_once_the_server_allows
     // A server that does not advertise it.
     let mut scfg = ServerConfig::default();
     scfg.http2.extended_connect = false;
-    let mut p = Pair::new(ClientConfig::default(), scfg);
+    let mut p = Pair::new(ClientConfig::default(), scfg.h2_limits());
     p.pump();
     assert_eq!(p.client.extended_connect(), Some(false));
 }
@@ -290,7 +108,7 @@ fn forbidden_request_fields_are_not_sent_and_host_becomes_the_authority() {
 fn streams_beyond_the_servers_max_concurrent_streams_wait() {
     let mut scfg = ServerConfig::default();
     scfg.http2.max_concurrent_streams = 2;
-    let mut p = Pair::new(ClientConfig::default(), scfg);
+    let mut p = Pair::new(ClientConfig::default(), scfg.h2_limits());
     assert!(p.client.can_open());
     p.get("/1");
     p.get("/2");
@@ -363,7 +181,7 @@ fn a_download_larger_than_the_windows_reopens_them_in_batches_as_read() {
         initial_connection_window: 128 * 1024,
         ..ClientConfig::default()
     };
-    let mut p = Pair::new(ccfg, ServerConfig::default());
+    let mut p = Pair::new(ccfg, ServerConfig::default().h2_limits());
     let id = p.get("/down");
     p.pump();
     let body: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
@@ -806,5 +624,5 @@ fn a_reset_from_the_client_forgets_the_stream_and_credits_its_data() {
     assert_eq!(out, want);
     // The unread 1000 bytes go back to the connection (in a later batch).
     c.release(a, 1000);
-    assert_eq!(c.credit, 1000);
+    assert_eq!(c.core.credit, 1000);
 }

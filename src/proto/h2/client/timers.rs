@@ -17,12 +17,12 @@ impl ClientConn {
         out: &mut Vec<u8>,
         ev: &mut Vec<Event>,
     ) -> Option<Instant> {
-        if self.phase == Phase::Failed {
+        if self.core.is_failed() {
             return None;
         }
         let mut next = None;
         let mut at = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
-        if let Some(sent) = self.settings_sent {
+        if let Some(sent) = self.core.settings_sent {
             let t = sent + self.cfg.settings_timeout;
             if now >= t {
                 let why = "the server did not acknowledge our SETTINGS in time";
@@ -31,25 +31,18 @@ impl ClientConn {
             }
             at(t);
         }
-        if let Some(sent) = self.ping_sent {
-            let t = sent + self.cfg.keep_alive_timeout;
-            if now >= t {
-                let why = "the server did not answer a keep-alive PING in time";
-                self.close_with(ErrorCode::NO_ERROR, why, Why::TimedOut, out, ev);
-                return None;
-            }
-            at(t);
-        } else if let Some(interval) = self.cfg.keep_alive_interval {
-            if self.cfg.keep_alive_while_idle || !self.streams.is_empty() {
-                let t = self.last_read + interval;
-                if now >= t {
-                    frame::write_ping(out, false, frame::KEEP_ALIVE_PING);
-                    self.ping_sent = Some(now);
-                    at(now + self.cfg.keep_alive_timeout);
-                } else {
-                    at(t);
-                }
-            }
+        let cfg = &self.cfg;
+        let interval = cfg
+            .keep_alive_interval
+            .filter(|_| cfg.keep_alive_while_idle || !self.streams.is_empty());
+        let timeout = cfg.keep_alive_timeout;
+        if self
+            .core
+            .keep_alive(now, self.last_read, interval, timeout, out, &mut at)
+        {
+            let why = "the server did not answer a keep-alive PING in time";
+            self.close_with(ErrorCode::NO_ERROR, why, Why::TimedOut, out, ev);
+            return None;
         }
         next
     }

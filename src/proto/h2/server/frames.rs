@@ -1,211 +1,84 @@
-//! The receiving side of the server machine: each frame in its stream's state (RFC 9113
-//! §5.1, §6), header blocks into requests or trailers, the client's SETTINGS and windows,
-//! and the bounds against floods.
+//! The receiving side of the server machine, its [`Role`] on the connection core: each
+//! frame the core hands over in its stream's state (RFC 9113 §5.1, §6), header blocks
+//! into requests or trailers, and the rapid-reset bound.
 
 use super::request::HeadBuilder;
 use super::*;
+use crate::proto::h2::conn::Role;
 
-impl<B: StreamSink, X> ServerConn<B, X> {
-    pub(super) fn on_frame<D>(
-        &mut self,
-        clock: Clock,
-        f: Frame<'_>,
-        cfg: &Http2Config,
-        d: &mut D,
-        out: &mut Vec<u8>,
-    ) where
-        D: Dispatch<Body = B, Exchange = X>,
-    {
-        if self.phase == Phase::FirstSettings {
-            if !matches!(f, Frame::Settings { ack: false, .. }) {
-                return self.fail(
-                    ErrorCode::PROTOCOL_ERROR,
-                    "the first frame is not SETTINGS",
-                    out,
-                );
-            }
-            self.phase = Phase::Open;
-        }
-        if self.does_no_work(&f) {
-            self.idle_frame(cfg, out);
-            if self.phase == Phase::Failed {
-                return; // nothing is written after the GOAWAY
-            }
-        }
-        if let Some(block) = &self.block {
-            // §6.10: nothing but the block's CONTINUATION frames until it ends.
-            let ok = matches!(f, Frame::Continuation { stream, .. } if stream == block.stream);
-            if !ok {
-                return self.fail(
-                    ErrorCode::PROTOCOL_ERROR,
-                    "a frame other than CONTINUATION inside a header block",
-                    out,
-                );
-            }
-        }
-        match f {
-            Frame::Data {
-                stream,
-                end_stream,
-                data,
-                flow_len,
-            } => self.on_data(stream, end_stream, data, flow_len, out),
-            Frame::Headers {
-                stream,
-                end_stream,
-                end_headers,
-                fragment,
-                ..
-            } => self.on_headers(
-                clock,
-                stream,
-                end_stream,
-                end_headers,
-                fragment,
-                cfg,
-                d,
-                out,
-            ),
-            Frame::Continuation {
-                stream: _,
-                end_headers,
-                fragment,
-            } => {
-                let Some(block) = self.block.as_mut() else {
-                    return self.fail(
-                        ErrorCode::PROTOCOL_ERROR,
-                        "CONTINUATION without HEADERS",
-                        out,
-                    );
-                };
-                if block.bytes.len() + fragment.len() > cfg.max_header_list_size as usize {
-                    return self.fail(
-                        ErrorCode::ENHANCE_YOUR_CALM,
-                        "a header block over max_header_list_size",
-                        out,
-                    );
-                }
-                block.bytes.extend_from_slice(fragment);
-                if end_headers {
-                    let block = self.block.take().expect("checked above");
-                    self.on_block(
-                        clock,
-                        block.stream,
-                        block.end_stream,
-                        block.trailers,
-                        &block.bytes,
-                        cfg,
-                        d,
-                        out,
-                    );
-                }
-            }
-            Frame::Priority { .. } | Frame::Unknown { .. } => {}
-            Frame::RstStream { stream, code: _ } => self.on_rst_stream(clock, stream, cfg, out),
-            Frame::Settings { ack: true, .. } => {
-                if self.settings_unacked {
-                    self.decoder
-                        .set_max_table_size(cfg.header_table_size as usize);
-                }
-                self.settings_unacked = false;
-            }
-            Frame::Settings { ack: false, params } => self.on_settings(params, out),
-            Frame::PushPromise { .. } => {
-                self.fail(ErrorCode::PROTOCOL_ERROR, "PUSH_PROMISE from a client", out)
-            }
-            Frame::Ping { ack, data } => {
-                if ack {
-                    if data == frame::KEEP_ALIVE_PING {
-                        self.ping_sent = None;
-                    }
-                } else {
-                    frame::write_ping(out, true, data);
-                }
-            }
-            Frame::GoAway { .. } => {
-                // The client opens no more streams; those in flight finish.
-                self.peer_done = true;
-            }
-            Frame::WindowUpdate { stream, increment } => {
-                self.on_window_update(stream, increment, out)
-            }
-        }
+/// The server's [`Role`] for one `receive`.
+pub(super) struct Rx<'a, B, X, D> {
+    pub conn: &'a mut ServerConn<B, X>,
+    pub clock: Clock,
+    pub cfg: &'a Http2Config,
+    pub d: &'a mut D,
+    pub out: &'a mut Vec<u8>,
+}
+
+impl<B: StreamSink, X, D: Dispatch<Body = B, Exchange = X>> Role for Rx<'_, B, X, D> {
+    fn parts(&mut self) -> (&mut Core, &mut Vec<u8>) {
+        (&mut self.conn.core, self.out)
     }
-
-    /// Whether a frame does no work for the client (control frames, empty DATA or
-    /// CONTINUATION, unknown types): what a flood is made of.
-    pub(super) fn does_no_work(&self, f: &Frame<'_>) -> bool {
-        match *f {
-            Frame::Priority { .. }
-            | Frame::Ping { .. }
-            | Frame::Unknown { .. }
-            | Frame::Settings { ack: false, .. } => true,
-            Frame::Settings { ack: true, .. } => !self.settings_unacked,
-            Frame::Data {
-                flow_len: 0,
-                end_stream: false,
-                ..
-            } => true,
-            Frame::Continuation {
-                fragment,
-                end_headers: false,
-                ..
-            } => fragment.is_empty(),
-            _ => false,
-        }
+    fn fail(&mut self, code: ErrorCode, why: &'static str) {
+        self.conn.fail(code, why, self.out);
     }
-
-    /// A frame that did no work: too many of them is a flood.
-    pub(super) fn idle_frame(&mut self, cfg: &Http2Config, out: &mut Vec<u8>) {
-        self.idle_frames += 1;
-        if self.idle_frames > u64::from(cfg.max_idle_frames) {
-            self.fail(
-                ErrorCode::ENHANCE_YOUR_CALM,
-                "too many frames that do no work",
-                out,
-            );
-        }
+    fn reset_stream(&mut self, stream: u32, code: ErrorCode, why: &'static str) {
+        self.conn.reset_stream(stream, code, why, self.out);
     }
-
-    pub(super) fn on_settings(&mut self, params: frame::SettingsParams<'_>, out: &mut Vec<u8>) {
-        if self.apply_settings(params, out) {
-            frame::write_settings_ack(out);
-        }
+    fn is_idle(&self, stream: u32) -> bool {
+        self.conn.is_idle(stream)
     }
-
-    /// Applies the client's SETTINGS; false if they were invalid (the connection failed).
-    pub(super) fn apply_settings(
+    fn flow(&mut self, stream: u32) -> Option<&mut StreamFlow> {
+        self.conn
+            .streams
+            .get_mut(&stream)
+            .map(|s| &mut s.state.flow)
+    }
+    fn apply_settings(
         &mut self,
         params: frame::SettingsParams<'_>,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        let before = self.send.peer;
-        if let Err(e) = self.send.peer.apply(params) {
-            self.fail(e.code(), e.reason(), out);
-            return false;
-        }
-        let peer = self.send.peer;
-        if peer.header_table_size != before.header_table_size {
-            self.send
-                .encoder
-                .set_max_table_size(peer.header_table_size as usize);
-        }
-        // §6.9.2: a new initial window changes every stream's window by the difference.
-        let delta = i64::from(peer.initial_window_size) - i64::from(before.initial_window_size);
-        if delta != 0 {
-            for s in self.streams.values_mut() {
-                s.state.send_window += delta;
-                if s.state.send_window > i64::from(MAX_WINDOW) {
-                    self.fail(
-                        ErrorCode::FLOW_CONTROL_ERROR,
-                        "SETTINGS_INITIAL_WINDOW_SIZE overflows a stream's window",
-                        out,
-                    );
-                    return false;
-                }
-            }
-        }
-        true
+    ) -> Result<(), (ErrorCode, &'static str)> {
+        self.conn.apply_settings(params)
+    }
+    fn frame_seen(&mut self) {
+        self.conn.last_frame = self.clock.now;
+    }
+    fn on_data(&mut self, stream: u32, end_stream: bool, data: &[u8]) {
+        self.conn.on_data(stream, end_stream, data, self.out);
+    }
+    fn on_closed_data(&mut self, stream: u32) {
+        // §6.1: STREAM_CLOSED.
+        self.conn
+            .write_reset(stream, ErrorCode::STREAM_CLOSED, self.out);
+    }
+    fn on_headers(&mut self, stream: u32) -> Option<bool> {
+        self.conn.on_headers(stream, self.out)
+    }
+    fn on_block(&mut self, stream: u32, end_stream: bool, trailers: bool, block: &[u8]) {
+        let (clock, cfg) = (self.clock, self.cfg);
+        let conn = &mut *self.conn;
+        conn.on_block(
+            clock, stream, end_stream, trailers, block, cfg, self.d, self.out,
+        );
+    }
+    fn on_rst_stream(&mut self, stream: u32, _code: ErrorCode) {
+        self.conn
+            .on_rst_stream(self.clock, stream, self.cfg, self.out);
+    }
+    fn on_goaway(&mut self, _last_stream: u32, _code: ErrorCode) {
+        // The client opens no more streams; those in flight finish.
+        self.conn.peer_done = true;
+    }
+}
+
+impl<B: StreamSink, X> ServerConn<B, X> {
+    /// Applies the client's SETTINGS to the core and the streams' send windows.
+    fn apply_settings(
+        &mut self,
+        params: frame::SettingsParams<'_>,
+    ) -> Result<(), (ErrorCode, &'static str)> {
+        let flows = self.streams.values_mut().map(|s| &mut s.state.flow);
+        self.core.apply_settings(params, flows)
     }
 
     /// A connection upgraded from HTTP/1.1 (`Upgrade: h2c`, RFC 7540 §3.2): the client's
@@ -227,8 +100,8 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 out,
             );
         }
-        if !self.apply_settings(frame::SettingsParams::new(settings), out) {
-            return;
+        if let Err((code, why)) = self.apply_settings(frame::SettingsParams::new(settings)) {
+            return self.fail(code, why, out);
         }
         self.last_stream = 1;
         let state = StreamState {
@@ -236,52 +109,13 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             remote_closed: true,
             sending: Sending::Head,
             head_only: head.method == http::Method::HEAD,
-            send_window: i64::from(self.send.peer.initial_window_size),
-            recv_window: 0,
+            flow: StreamFlow::new(self.core.send.peer.initial_window_size, 0),
             held: 0,
-            credit: 0,
             progress: self.last_frame,
             stalled_since: None,
         };
         let (exchange, _) = d.dispatch(1, head, None);
         self.streams.insert(1, Stream { exchange, state });
-    }
-
-    pub(super) fn on_window_update(&mut self, stream: u32, increment: u32, out: &mut Vec<u8>) {
-        let inc = i64::from(increment);
-        if stream == 0 {
-            self.send.window += inc;
-            if self.send.window > i64::from(MAX_WINDOW) {
-                self.fail(
-                    ErrorCode::FLOW_CONTROL_ERROR,
-                    "the connection window overflowed",
-                    out,
-                );
-            }
-            return;
-        }
-        if self.is_idle(stream) {
-            return self.fail(
-                ErrorCode::PROTOCOL_ERROR,
-                "WINDOW_UPDATE on an idle stream",
-                out,
-            );
-        }
-        if self.send.resets.contains(stream) {
-            return; // §5.1: sent before the client saw our reset
-        }
-        let Some(s) = self.streams.get_mut(&stream) else {
-            return; // closed: allowed for a while after (§6.9)
-        };
-        s.state.send_window += inc;
-        if s.state.send_window > i64::from(MAX_WINDOW) {
-            self.reset_stream(
-                stream,
-                ErrorCode::FLOW_CONTROL_ERROR,
-                "window overflow",
-                out,
-            );
-        }
     }
 
     pub(super) fn on_rst_stream(
@@ -291,17 +125,6 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         cfg: &Http2Config,
         out: &mut Vec<u8>,
     ) {
-        if self.is_idle(stream) {
-            return self.fail(
-                ErrorCode::PROTOCOL_ERROR,
-                "RST_STREAM on an idle stream",
-                out,
-            );
-        }
-        if self.send.resets.contains(stream) {
-            // Crossed ours: not a cancel of the client's (the rapid-reset bound counts those).
-            return;
-        }
         let Some(s) = self.streams.remove(&stream) else {
             return;
         };
@@ -324,53 +147,20 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         }
     }
 
+    /// Request body bytes within the windows, into the stream's sink.
     pub(super) fn on_data(
         &mut self,
         stream: u32,
         end_stream: bool,
         data: &[u8],
-        flow_len: u32,
         out: &mut Vec<u8>,
     ) {
-        let flow = i64::from(flow_len);
-        self.recv_window -= flow;
-        if self.recv_window < 0 {
-            return self.fail(
-                ErrorCode::FLOW_CONTROL_ERROR,
-                "DATA beyond the connection window",
-                out,
-            );
-        }
-        if self.is_idle(stream) {
-            return self.fail(ErrorCode::PROTOCOL_ERROR, "DATA on an idle stream", out);
-        }
-        if self.send.resets.contains(stream) {
-            // Sent before the client saw our reset: ignored (§5.1), but counted against
-            // the connection's window and given back (§6.9).
-            self.credit += u64::from(flow_len);
-            return;
-        }
-        let padding = u64::from(flow_len) - data.len() as u64;
         let Some(s) = self.streams.get_mut(&stream) else {
-            // Closed: counted against the connection and given back (§6.1: STREAM_CLOSED).
-            self.credit += u64::from(flow_len);
-            return self.write_reset(stream, ErrorCode::STREAM_CLOSED, out);
+            return;
         };
         let st = &mut s.state;
-        self.credit += padding;
-        st.credit += padding;
-        st.recv_window -= flow;
-        if st.recv_window < 0 {
-            self.credit += data.len() as u64;
-            return self.reset_stream(
-                stream,
-                ErrorCode::FLOW_CONTROL_ERROR,
-                "DATA beyond the stream window",
-                out,
-            );
-        }
         let Some(body) = st.body.as_mut().filter(|_| !st.remote_closed) else {
-            self.credit += data.len() as u64;
+            self.core.credit += data.len() as u64;
             return self.reset_stream(
                 stream,
                 ErrorCode::STREAM_CLOSED,
@@ -383,7 +173,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         let too_long = body.length.is_some_and(|n| body.received > n);
         let too_short = end_stream && body.length.is_some_and(|n| body.received < n);
         if too_long || too_short {
-            self.credit += data.len() as u64;
+            self.core.credit += data.len() as u64;
             return self.reset_stream(
                 stream,
                 ErrorCode::PROTOCOL_ERROR,
@@ -392,8 +182,8 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             );
         }
         if body.sink.reader_gone() {
-            self.credit += data.len() as u64;
-            st.credit += data.len() as u64;
+            self.core.credit += data.len() as u64;
+            st.flow.credit += data.len() as u64;
         } else {
             body.sink.push(data);
             st.held += data.len() as u64;
@@ -406,61 +196,28 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         }
     }
 
-    /// A HEADERS frame: a new request, or trailers on one whose body is arriving.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_headers<D>(
-        &mut self,
-        clock: Clock,
-        stream: u32,
-        end_stream: bool,
-        end_headers: bool,
-        fragment: &[u8],
-        cfg: &Http2Config,
-        d: &mut D,
-        out: &mut Vec<u8>,
-    ) where
-        D: Dispatch<Body = B, Exchange = X>,
-    {
+    /// A HEADERS frame: a new request, or trailers on one whose body is arriving; returns
+    /// whether it is trailers, `None` on a connection error.
+    pub(super) fn on_headers(&mut self, stream: u32, out: &mut Vec<u8>) -> Option<bool> {
         if stream % 2 == 0 {
-            return self.fail(
-                ErrorCode::PROTOCOL_ERROR,
-                "HEADERS on a server-initiated stream id",
-                out,
-            );
+            let why = "HEADERS on a server-initiated stream id";
+            self.fail(ErrorCode::PROTOCOL_ERROR, why, out);
+            return None;
         }
-        let reset = self.send.resets.contains(stream);
+        let reset = self.core.send.resets.contains(stream);
         if !reset && !self.streams.contains_key(&stream) && stream <= self.last_stream {
             // §5.1: a stream that ended; §5.1.1: an id lower than one already used.
-            return if self.recently_used.contains(&stream) {
+            if self.recently_used.contains(&stream) {
                 self.fail(ErrorCode::STREAM_CLOSED, "HEADERS on a closed stream", out)
             } else {
-                self.fail(
-                    ErrorCode::PROTOCOL_ERROR,
-                    "HEADERS on a stream id below the last",
-                    out,
-                )
+                let why = "HEADERS on a stream id below the last";
+                self.fail(ErrorCode::PROTOCOL_ERROR, why, out)
             };
-        }
-        if fragment.len() > cfg.max_header_list_size as usize {
-            return self.fail(
-                ErrorCode::ENHANCE_YOUR_CALM,
-                "a header block over max_header_list_size",
-                out,
-            );
+            return None;
         }
         // A block on a stream we reset is decoded as trailers (HPACK stays in sync), then
         // dropped by `on_trailers`.
-        let trailers = reset || self.streams.contains_key(&stream);
-        if end_headers {
-            self.on_block(clock, stream, end_stream, trailers, fragment, cfg, d, out);
-        } else {
-            self.block = Some(Box::new(Block {
-                stream,
-                end_stream,
-                trailers,
-                bytes: fragment.to_vec(),
-            }));
-        }
+        Some(reset || self.streams.contains_key(&stream))
     }
 
     /// A whole header block: decode it (always, to keep HPACK in sync) and start the
@@ -485,6 +242,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             HeadBuilder::request(cfg.extended_connect)
         };
         let decoded = self
+            .core
             .decoder
             .decode(block, cfg.max_header_list_size as usize, |n, v| {
                 fields.field(n, v)
@@ -507,7 +265,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         self.last_stream = stream;
         self.recently_used.rotate_right(1);
         self.recently_used[0] = stream;
-        if self.phase != Phase::Open || self.peer_done {
+        if self.core.phase != Phase::Open || self.peer_done {
             // After GOAWAY: streams above its last id are not processed (§6.8).
             return;
         }
@@ -519,10 +277,11 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             remote_closed: end_stream,
             sending: Sending::Head,
             head_only: false,
-            send_window: i64::from(self.send.peer.initial_window_size),
-            recv_window: i64::from(cfg.initial_stream_window),
+            flow: StreamFlow::new(
+                self.core.send.peer.initial_window_size,
+                cfg.initial_stream_window,
+            ),
             held: 0,
-            credit: 0,
             progress: clock.now,
             stalled_since: None,
         };
@@ -546,7 +305,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             return self.write_reset(stream, ErrorCode::PROTOCOL_ERROR, out);
         }
         // A request is work: it earns its share of the frames that do none.
-        self.idle_frames = self.idle_frames.saturating_sub(16);
+        self.core.idle_frames = self.core.idle_frames.saturating_sub(16);
         st.head_only = head.method == http::Method::HEAD;
         let length = head.content_length;
         let body = (!end_stream).then_some(NewBody { length });
@@ -577,7 +336,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         fields: HeadBuilder,
         out: &mut Vec<u8>,
     ) {
-        if self.send.resets.contains(stream) {
+        if self.core.send.resets.contains(stream) {
             return; // §5.1: sent before the client saw our reset
         }
         let Some(s) = self.streams.get_mut(&stream) else {
@@ -639,7 +398,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         out: &mut Vec<u8>,
     ) {
         let mut st = state;
-        let mut w = StreamWriter::new(stream, &mut st, &mut self.send, clock, out);
+        let mut w = StreamWriter::new(stream, &mut st, &mut self.core.send, clock, out);
         let mut parts = http::Response::new(()).into_parts().0;
         parts.status = status;
         w.respond(&mut parts, Some(0));

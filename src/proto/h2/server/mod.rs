@@ -1,9 +1,9 @@
 //! The server side of an HTTP/2 connection as a sans-IO machine.
 //!
-//! [`ServerConn`] holds everything HTTP/2 decides about one connection: the preface and
-//! SETTINGS exchange, which frames are valid in which stream state, the header blocks
-//! (HPACK), both directions' flow-control windows, the streams in flight and the limits
-//! that protect the server. It owns no socket, thread, clock or task: the driver
+//! [`ServerConn`] is the server's role on the shared connection core (`h2::conn`, which
+//! reads the frames and keeps SETTINGS, windows, PING and GOAWAY): which frames are valid
+//! in which stream state, requests from header blocks (HPACK), the streams in flight and
+//! the limits that protect the server. It owns no socket, thread, clock or task: the driver
 //! (`http::server_h2`) gives it the bytes read and the time, calls the service for each
 //! request it dispatches ([`Dispatch`]), writes responses through [`StreamWriter`] and
 //! applies what [`ServerConn::end_round`] returns. Everything the machine writes goes into
@@ -23,14 +23,11 @@ mod tests;
 pub(crate) use request::RequestHead;
 pub(crate) use send::StreamWriter;
 
-use super::config::Http2Config;
-use super::frame::{self, ErrorCode, Frame, FrameError, Settings, MAX_WINDOW, PREFACE};
-use super::hpack::{Decoder, Encoder};
-use crate::http::ServerConfig;
+use super::config::{Http2Config, ServerLimits};
+use super::conn::{self, Core, Local, Phase, Side, StreamFlow, Streams};
+use super::frame::{self, ErrorCode};
 use crate::proto::shared::{BodyFailure, BodySink, Clock};
 use http::StatusCode;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
 /// A request body's sink with the credit HTTP/2 needs: how much the reader has taken.
@@ -70,21 +67,6 @@ pub(crate) struct Actions {
     pub deadline: Option<Instant>,
 }
 
-/// Where the connection is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Waiting for the client's 24-byte preface.
-    Preface,
-    /// The preface came; the first frame must be SETTINGS (§3.4).
-    FirstSettings,
-    Open,
-    /// A GOAWAY was sent (shutdown, idle, or the client's own GOAWAY): no new streams;
-    /// the connection closes once the streams in flight end.
-    Draining,
-    /// A connection error: nothing more is read; close once the GOAWAY is written.
-    Failed,
-}
-
 /// A request body that is still arriving.
 struct BodyIn<B> {
     sink: B,
@@ -112,14 +94,9 @@ struct StreamState<B> {
     sending: Sending,
     /// A HEAD request: its response has no body.
     head_only: bool,
-    /// What we may still send on this stream (the client's window for it).
-    send_window: i64,
-    /// What the client may still send on this stream.
-    recv_window: i64,
+    flow: StreamFlow,
     /// Body bytes in the sink the reader has not taken yet.
     held: u64,
-    /// Bytes taken (or discarded) not yet returned with a WINDOW_UPDATE.
-    credit: u64,
     /// When request body bytes last arrived (or the stream opened): `body_read_timeout`.
     progress: Instant,
     /// Since when the response has waited for the client's window
@@ -132,63 +109,6 @@ struct Stream<B, X> {
     state: StreamState<B>,
 }
 
-/// A header block (HEADERS + CONTINUATION) still arriving.
-struct Block {
-    stream: u32,
-    end_stream: bool,
-    /// Whether it is trailers (its stream was open when the HEADERS came): decided then,
-    /// not when the block completes, since the stream may have ended in between.
-    trailers: bool,
-    bytes: Vec<u8>,
-}
-
-/// What the send side needs of the connection, apart from the streams.
-pub(crate) struct SendState {
-    encoder: Encoder,
-    /// What we may still send on the connection.
-    window: i64,
-    /// The client's SETTINGS.
-    peer: Settings,
-    /// Streams we reset lately, whose late frames are ignored.
-    resets: RecentResets,
-}
-
-/// The ids of the last streams we sent RST_STREAM on (`Http2Config::reset_streams_remembered`
-/// of them): frames the client sent before it saw the reset are ignored, not answered with
-/// another RST_STREAM (RFC 9113 §5.1, "closed"). No memory until the first reset.
-struct RecentResets {
-    ids: Vec<u32>,
-    /// Where the next id goes once `ids` is full (the oldest).
-    next: usize,
-    limit: usize,
-}
-
-impl RecentResets {
-    fn new(limit: u32) -> RecentResets {
-        RecentResets {
-            ids: Vec::new(),
-            next: 0,
-            limit: limit as usize,
-        }
-    }
-
-    fn record(&mut self, stream: u32) {
-        if self.limit == 0 || self.contains(stream) {
-            return;
-        }
-        if self.ids.len() < self.limit {
-            self.ids.push(stream);
-        } else {
-            self.ids[self.next] = stream;
-            self.next = (self.next + 1) % self.limit;
-        }
-    }
-
-    fn contains(&self, stream: u32) -> bool {
-        self.ids.contains(&stream)
-    }
-}
-
 /// Counts events in a fixed window of time (resets for the rapid-reset bound).
 #[derive(Debug, Clone, Copy)]
 struct WindowCount {
@@ -199,30 +119,14 @@ struct WindowCount {
 /// One HTTP/2 server connection's protocol state. `B` is the request body sink, `X` the
 /// driver's per-stream state.
 pub(crate) struct ServerConn<B, X> {
-    phase: Phase,
-    /// Bytes of an incomplete frame (or preface) kept across rounds (no capacity when
-    /// idle).
-    kept: Vec<u8>,
-    decoder: Decoder,
-    send: SendState,
-    streams: HashMap<u32, Stream<B, X>, BuildHasherDefault<StreamIdHasher>>,
+    core: Core,
+    streams: Streams<Stream<B, X>>,
     /// The highest stream id the client has used: lower unused ids are closed (§5.1.1).
     last_stream: u32,
-    block: Option<Box<Block>>,
-    /// Our SETTINGS await the client's ACK.
-    settings_unacked: bool,
-    /// What the client may still send on the connection.
-    recv_window: i64,
-    /// Connection-level bytes taken or discarded, not yet returned.
-    credit: u64,
     resets: WindowCount,
-    /// Frames that did no work, against `max_idle_frames` plus what requests earn.
-    idle_frames: u64,
     /// When the last frame arrived, and when the stream set last became empty.
     last_frame: Instant,
     idle_since: Instant,
-    /// A keep-alive PING is out since then.
-    ping_sent: Option<Instant>,
     /// The client sent GOAWAY, or EOF: no new streams from it.
     peer_done: bool,
     /// The client finished sending (EOF): close once the streams are done.
@@ -231,26 +135,6 @@ pub(crate) struct ServerConn<B, X> {
     /// (STREAM_CLOSED) from an id below the last that was never used (PROTOCOL_ERROR,
     /// §5.1.1).
     recently_used: [u32; 8],
-}
-
-/// Hashes a stream id (a unique odd number) with one multiplication: no SipHash per frame.
-#[derive(Default)]
-struct StreamIdHasher(u64);
-
-impl Hasher for StreamIdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-    fn write_u32(&mut self, id: u32) {
-        // Client ids are odd: drop the constant bit, then multiply by an odd constant (a
-        // bijection on the low bits, which pick the bucket; the high bits, the tag, mix all).
-        self.0 = u64::from(id >> 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 impl<B: StreamSink, X> ServerConn<B, X> {
@@ -277,37 +161,24 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             (frame::SETTINGS_ENABLE_CONNECT_PROTOCOL, 1),
         ];
         let n = settings.len() - usize::from(!cfg.extended_connect);
-        frame::write_settings(out, &settings[..n]);
-        let default = i64::from(Settings::default().initial_window_size);
-        let conn_window = i64::from(cfg.initial_connection_window.min(MAX_WINDOW));
-        if conn_window > default {
-            frame::write_window_update(out, 0, (conn_window - default) as u32);
-        }
+        let local = Local {
+            max_frame_size: cfg.max_frame_size,
+            max_header_list_size: cfg.max_header_list_size,
+            header_table_size: cfg.header_table_size,
+            max_idle_frames: cfg.max_idle_frames,
+            resets_remembered: cfg.reset_streams_remembered,
+        };
+        let window = cfg.initial_connection_window;
         ServerConn {
-            phase: Phase::Preface,
-            kept: Vec::new(),
-            // Our SETTINGS_HEADER_TABLE_SIZE holds only once the client has ACKed it.
-            decoder: Decoder::new(frame::DEFAULT_HEADER_TABLE_SIZE as usize),
-            send: SendState {
-                encoder: Encoder::new(),
-                window: default,
-                peer: Settings::default(),
-                resets: RecentResets::new(cfg.reset_streams_remembered),
-            },
-            streams: HashMap::default(),
+            core: Core::new(Side::Server, local, &settings[..n], window, now, out),
+            streams: Streams::default(),
             last_stream: 0,
-            block: None,
-            settings_unacked: true,
-            recv_window: conn_window.max(default),
-            credit: 0,
             resets: WindowCount {
                 since: now,
                 count: 0,
             },
-            idle_frames: 0,
             last_frame: now,
             idle_since: now,
-            ping_sent: None,
             peer_done: false,
             peer_eof: false,
             recently_used: [0; 8],
@@ -326,82 +197,14 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     ) where
         D: Dispatch<Body = B, Exchange = X>,
     {
-        if matches!(self.phase, Phase::Failed) {
-            return;
-        }
-        if self.kept.is_empty() {
-            let used = self.process(clock, data, cfg, d, out);
-            if used < data.len() && self.phase != Phase::Failed {
-                self.kept.extend_from_slice(&data[used..]);
-            }
-        } else {
-            let mut buf = std::mem::take(&mut self.kept);
-            buf.extend_from_slice(data);
-            let used = self.process(clock, &buf, cfg, d, out);
-            buf.drain(..used);
-            self.kept = buf;
-        }
-        if self.phase == Phase::Failed || self.kept.is_empty() {
-            self.kept = Vec::new();
-        }
-    }
-
-    /// Handles the frames in `input`; returns the bytes used.
-    fn process<D>(
-        &mut self,
-        clock: Clock,
-        input: &[u8],
-        cfg: &Http2Config,
-        d: &mut D,
-        out: &mut Vec<u8>,
-    ) -> usize
-    where
-        D: Dispatch<Body = B, Exchange = X>,
-    {
-        let mut pos = 0;
-        if self.phase == Phase::Preface {
-            let n = input.len().min(PREFACE.len());
-            if input[..n] != PREFACE[..n] {
-                self.fail(ErrorCode::PROTOCOL_ERROR, "not the HTTP/2 preface", out);
-                return input.len();
-            }
-            if n < PREFACE.len() {
-                return 0;
-            }
-            pos = n;
-            self.phase = Phase::FirstSettings;
-        }
-        while pos < input.len() && self.phase != Phase::Failed {
-            match frame::parse(&input[pos..], cfg.max_frame_size) {
-                Ok(None) => break,
-                Ok(Some((f, used))) => {
-                    pos += used;
-                    self.last_frame = clock.now;
-                    self.on_frame(clock, f, cfg, d, out);
-                }
-                Err(FrameError::Connection { code, reason }) => {
-                    self.fail(code, reason, out);
-                }
-                Err(FrameError::Stream {
-                    stream,
-                    code,
-                    reason,
-                    consumed,
-                }) => {
-                    pos += consumed;
-                    if self.phase == Phase::FirstSettings || self.block.is_some() {
-                        self.fail(ErrorCode::PROTOCOL_ERROR, reason, out);
-                    } else {
-                        self.reset_stream(stream, code, reason, out);
-                    }
-                }
-            }
-        }
-        if self.phase == Phase::Failed {
-            input.len()
-        } else {
-            pos
-        }
+        let mut rx = frames::Rx {
+            conn: self,
+            clock,
+            cfg,
+            d,
+            out,
+        };
+        conn::receive(&mut rx, data);
     }
 
     /// Resets one stream (a stream error): RST_STREAM, its body fails, it is forgotten.
@@ -424,7 +227,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     /// idle stream (a malformed PRIORITY) is not: DATA on it stays a connection error.
     fn write_reset(&mut self, stream: u32, code: ErrorCode, out: &mut Vec<u8>) {
         if !self.is_idle(stream) {
-            self.send.resets.record(stream);
+            self.core.send.resets.record(stream);
         }
         frame::write_rst_stream(out, stream, code);
     }
@@ -432,7 +235,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     /// A stream left the map: its body fails (if still arriving) and what it held goes
     /// back to the connection's window.
     fn stream_gone(&mut self, st: StreamState<B>, why: BodyFailure) {
-        self.credit += st.held;
+        self.core.credit += st.held;
         if let Some(body) = st.body {
             body.sink.fail(why);
         }
@@ -443,13 +246,9 @@ impl<B: StreamSink, X> ServerConn<B, X> {
 
     /// A connection error: GOAWAY with the code, and nothing more is read.
     fn fail(&mut self, code: ErrorCode, reason: &'static str, out: &mut Vec<u8>) {
-        if self.phase == Phase::Failed {
+        if !self.core.goaway(self.last_stream, code, reason, out) {
             return;
         }
-        tracing::debug!(?code, reason, "HTTP/2 connection error");
-        frame::write_goaway(out, self.last_stream, code, reason.as_bytes());
-        self.phase = Phase::Failed;
-        self.block = None;
         for (_, s) in std::mem::take(&mut self.streams) {
             if let Some(body) = s.state.body {
                 body.sink.fail(BodyFailure::Incomplete);
@@ -460,12 +259,9 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     /// Graceful shutdown: GOAWAY with the last stream id; streams up to it finish, then
     /// the connection closes.
     pub(crate) fn drain(&mut self, out: &mut Vec<u8>) {
-        if matches!(
-            self.phase,
-            Phase::Open | Phase::FirstSettings | Phase::Preface
-        ) {
+        if self.core.phase == Phase::Open {
             frame::write_goaway(out, self.last_stream, ErrorCode::NO_ERROR, b"");
-            self.phase = Phase::Draining;
+            self.core.phase = Phase::Away;
         }
     }
 
@@ -480,14 +276,14 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             }
             s.state.remote_closed = true;
         }
-        if self.phase == Phase::Preface || self.phase == Phase::FirstSettings {
-            self.phase = Phase::Failed;
+        if !self.core.got_settings {
+            self.core.stop();
         }
     }
 
     /// Whether the connection has failed (nothing more is read).
     pub(crate) fn is_failed(&self) -> bool {
-        self.phase == Phase::Failed
+        self.core.is_failed()
     }
 
     /// Streams in flight.
@@ -509,7 +305,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                 finished = true;
                 continue;
             }
-            let mut w = StreamWriter::new(id, &mut s.state, &mut self.send, clock, out);
+            let mut w = StreamWriter::new(id, &mut s.state, &mut self.core.send, clock, out);
             f(&mut s.exchange, &mut w);
             finished |= s.state.sending == Sending::Done;
         }

@@ -2,8 +2,8 @@
 //! the request pseudo-headers and the target they make; the rules every block follows are
 //! `h2::fields`.
 
-use crate::http::Protocol;
 use crate::proto::h2::fields::{Fields, Malformed};
+use crate::proto::h2::protocol::Protocol;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::uri::{Authority, PathAndQuery, Scheme};

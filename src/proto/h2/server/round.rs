@@ -2,6 +2,7 @@
 //! windows, and the deadlines (preface, idle, keep-alive, stalled streams).
 
 use super::*;
+use crate::proto::h2::conn::give_back;
 
 impl<B: StreamSink, X> ServerConn<B, X> {
     /// Forgets streams whose response is done: a request body still arriving is stopped
@@ -33,16 +34,16 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     pub(crate) fn end_round(
         &mut self,
         clock: Clock,
-        cfg: &ServerConfig,
+        cfg: &ServerLimits,
         out: &mut Vec<u8>,
     ) -> Actions {
-        if self.phase != Phase::Failed {
+        if !self.core.is_failed() {
             self.return_credit(clock.now, &cfg.http2, out);
             self.forget_finished(out);
         }
         if self.streams.is_empty() && self.streams.capacity() > 0 {
             // An idle connection keeps no stream table (a map never shrinks by itself).
-            self.streams = HashMap::default();
+            self.streams = Streams::default();
         }
         let now = clock.now;
         let mut deadline = None;
@@ -51,10 +52,10 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             close: true,
             deadline: None,
         };
-        match self.phase {
+        match self.core.phase {
             Phase::Failed => return done,
-            Phase::Draining if self.streams.is_empty() => return done,
-            Phase::Preface | Phase::FirstSettings => {
+            Phase::Away if self.streams.is_empty() => return done,
+            Phase::Open if !self.core.got_settings => {
                 // The preface and the first SETTINGS are the request head of HTTP/2.
                 if let Some(limit) = cfg.header_read_timeout {
                     if now >= self.idle_since + limit {
@@ -68,7 +69,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         if self.peer_eof && self.streams.is_empty() {
             return done;
         }
-        if self.streams.is_empty() && self.phase == Phase::Open {
+        if self.streams.is_empty() && self.core.phase == Phase::Open {
             if let Some(limit) = cfg.idle_timeout {
                 let t = self.idle_since.max(self.last_frame) + limit;
                 if now >= t {
@@ -80,25 +81,13 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         }
         self.stream_deadlines(now, cfg, out, &mut at);
         let h2 = &cfg.http2;
-        if let Some(sent) = self.ping_sent {
-            let t = sent + h2.keep_alive_timeout;
-            if now >= t {
-                self.fail(ErrorCode::NO_ERROR, "keep-alive PING unanswered", out);
-                return Actions {
-                    close: true,
-                    deadline: None,
-                };
-            }
-            at(t);
-        } else if let Some(interval) = h2.keep_alive_interval {
-            let t = self.last_frame + interval;
-            if now >= t {
-                frame::write_ping(out, false, frame::KEEP_ALIVE_PING);
-                self.ping_sent = Some(now);
-                at(now + h2.keep_alive_timeout);
-            } else {
-                at(t);
-            }
+        let (interval, timeout) = (h2.keep_alive_interval, h2.keep_alive_timeout);
+        if self
+            .core
+            .keep_alive(now, self.last_frame, interval, timeout, out, &mut at)
+        {
+            self.fail(ErrorCode::NO_ERROR, "keep-alive PING unanswered", out);
+            return done;
         }
         Actions {
             close: false,
@@ -112,7 +101,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     pub(super) fn stream_deadlines(
         &mut self,
         now: Instant,
-        cfg: &ServerConfig,
+        cfg: &ServerLimits,
         out: &mut Vec<u8>,
         at: &mut impl FnMut(Instant),
     ) {
@@ -123,7 +112,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             // is not the client stalling.
             let body_limit = cfg
                 .body_read_timeout
-                .filter(|_| st.body.is_some() && st.recv_window > 0);
+                .filter(|_| st.body.is_some() && st.flow.recv > 0);
             let stall_limit = cfg.http2.window_stall_timeout;
             let due = [
                 body_limit.map(|l| (st.progress + l, BodyFailure::TimedOut)),
@@ -161,24 +150,16 @@ impl<B: StreamSink, X> ServerConn<B, X> {
                     (body.sink.take_consumed() as u64).min(st.held)
                 };
                 st.held -= taken;
-                st.credit += taken;
-                self.credit += taken;
+                st.flow.credit += taken;
+                self.core.credit += taken;
             }
             if st.remote_closed {
-                st.credit = 0;
-            } else if st.credit >= stream_half {
-                frame::write_window_update(out, id, st.credit as u32);
-                st.recv_window += st.credit as i64;
-                st.credit = 0;
+                st.flow.credit = 0;
+            } else if give_back(out, id, &mut st.flow.credit, &mut st.flow.recv, stream_half) {
                 // The body-read timeout counts from when the client may send again.
                 st.progress = now;
             }
         }
-        let conn_half = u64::from(cfg.initial_connection_window.min(MAX_WINDOW) / 2).max(1);
-        if self.credit >= conn_half {
-            frame::write_window_update(out, 0, self.credit as u32);
-            self.recv_window += self.credit as i64;
-            self.credit = 0;
-        }
+        self.core.give_back(cfg.initial_connection_window, out);
     }
 }

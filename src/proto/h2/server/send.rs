@@ -1,8 +1,9 @@
 //! The send side of one stream: its response head, DATA under both flow-control windows,
 //! trailers, and resets, written into the round's output.
 
-use super::{SendState, Sending, StreamState};
+use super::{Sending, StreamState};
 use crate::proto::h1::encode::decimal;
+use crate::proto::h2::conn::{self, SendHalf};
 use crate::proto::h2::fields::CONNECTION_SPECIFIC;
 use crate::proto::h2::frame::{self, ErrorCode};
 use crate::proto::shared::Clock;
@@ -14,7 +15,7 @@ use http::{response, StatusCode};
 pub(crate) struct StreamWriter<'a, B> {
     id: u32,
     st: &'a mut StreamState<B>,
-    send: &'a mut SendState,
+    send: &'a mut SendHalf,
     clock: Clock,
     out: &'a mut Vec<u8>,
 }
@@ -23,7 +24,7 @@ impl<'a, B> StreamWriter<'a, B> {
     pub(super) fn new(
         id: u32,
         st: &'a mut StreamState<B>,
-        send: &'a mut SendState,
+        send: &'a mut SendHalf,
         clock: Clock,
         out: &'a mut Vec<u8>,
     ) -> StreamWriter<'a, B> {
@@ -91,7 +92,7 @@ impl<'a, B> StreamWriter<'a, B> {
 
     /// How many body bytes both windows allow now.
     pub(crate) fn window(&self) -> usize {
-        self.st.send_window.min(self.send.window).max(0) as usize
+        self.st.flow.send.min(self.send.window).max(0) as usize
     }
 
     /// The response waits for the client's window (none is open now): counted against
@@ -109,40 +110,18 @@ impl<'a, B> StreamWriter<'a, B> {
             data.advance(data.remaining());
             return true;
         }
-        loop {
-            let remaining = data.remaining();
-            if remaining == 0 {
-                if end_stream {
-                    frame::write_data_head(self.out, self.id, 0, true);
-                    self.st.sending = Sending::Done;
-                }
-                return true;
-            }
-            let n = remaining
-                .min(self.window())
-                .min(self.send.peer.max_frame_size as usize);
-            if n == 0 {
-                self.wait_for_window();
-                return false;
-            }
+        let windows = (&mut self.send.window, &mut self.st.flow.send);
+        let max_frame = self.send.peer.max_frame_size;
+        let sent = conn::send_data(self.out, self.id, data, end_stream, windows, max_frame);
+        if sent.progressed {
             self.st.stalled_since = None;
-            let last = end_stream && n == remaining;
-            frame::write_data_head(self.out, self.id, n, last);
-            let mut left = n;
-            while left > 0 {
-                let chunk = data.chunk();
-                let k = chunk.len().min(left);
-                self.out.extend_from_slice(&chunk[..k]);
-                data.advance(k);
-                left -= k;
-            }
-            self.st.send_window -= n as i64;
-            self.send.window -= n as i64;
-            if last {
-                self.st.sending = Sending::Done;
-                return true;
-            }
         }
+        if !sent.all {
+            self.wait_for_window();
+        } else if end_stream {
+            self.st.sending = Sending::Done;
+        }
+        sent.all
     }
 
     /// Ends the response: with trailers (a HEADERS frame with END_STREAM), or an empty

@@ -175,7 +175,7 @@ fn settings_unacknowledged_past_the_timeout_close_the_connection() {
 
 #[test]
 fn fibrs_server_machine_answers_the_ping() {
-    let mut p = Pair::new(keep_alive(false), ServerConfig::default());
+    let mut p = Pair::new(keep_alive(false), ServerConfig::default().h2_limits());
     let t0 = p.now;
     p.get("/");
     p.now = t0 + INTERVAL;

@@ -42,7 +42,7 @@ fn a_get_is_dispatched_and_answered_with_headers_and_data() {
         0,
         "an idle connection keeps no stream table"
     );
-    assert_eq!(t.conn.kept.capacity(), 0, "nor any input");
+    assert_eq!(t.conn.core.kept_capacity(), 0, "nor any input");
 }
 
 #[test]

@@ -2,8 +2,10 @@
 //! an HPACK encoder, a recording dispatcher, a fake clock.
 
 use super::*;
+use crate::http::ServerConfig;
 use crate::proto::date::DATE_LEN;
-use crate::proto::h2::frame::{Head, HEAD_LEN};
+use crate::proto::h2::frame::{Frame, Head, HEAD_LEN, MAX_WINDOW, PREFACE};
+use crate::proto::h2::hpack::{Decoder, Encoder};
 use http::HeaderMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -187,7 +189,7 @@ impl T {
 
     fn end_round(&mut self) -> Actions {
         self.conn
-            .end_round(clock(self.now), &self.cfg, &mut self.out)
+            .end_round(clock(self.now), &self.cfg.h2_limits(), &mut self.out)
     }
 
     /// The frames written since the last look.
