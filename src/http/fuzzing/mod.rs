@@ -300,5 +300,6 @@ pub fn encode_request_head(
     Some(out)
 }
 
+#[path = "../../fuzzing/h2.rs"]
 mod h2;
 pub use h2::*;
