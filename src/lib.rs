@@ -78,6 +78,9 @@ macro_rules! config_setters {
 pub mod client;
 mod dial;
 mod engine;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 #[cfg(all(test, fibr_loom))]
 mod loom_support;
