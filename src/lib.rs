@@ -76,7 +76,11 @@ macro_rules! config_setters {
 
 #[cfg(feature = "client")]
 pub mod client;
+mod dial;
 mod engine;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 #[cfg(all(test, fibr_loom))]
 mod loom_support;
@@ -117,11 +121,58 @@ pub mod body {
     pub use crate::http::{BodyError, Incoming};
 }
 
+pub mod net {
+    //! Async sockets on fibr's loops, shaped like tokio's: [`TcpListener`], [`TcpStream`],
+    //! [`UdpSocket`], [`UnixListener`], [`UnixStream`]; and [`socks`], dialing through a SOCKS
+    //! proxy.
+    //!
+    //! ```
+    //! use fibr::net::{TcpListener, TcpStream};
+    //!
+    //! fibr::run(async {
+    //!     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    //!     let addr = listener.local_addr()?;
+    //!     // An echo server: a task per connection.
+    //!     fibr::spawn(async move {
+    //!         while let Ok((stream, _peer)) = listener.accept().await {
+    //!             fibr::spawn(async move {
+    //!                 let mut buf = [0; 4096];
+    //!                 loop {
+    //!                     match stream.read(&mut buf).await {
+    //!                         Ok(0) | Err(_) => break,
+    //!                         Ok(n) if stream.write_all(&buf[..n]).await.is_err() => break,
+    //!                         Ok(_) => {}
+    //!                     }
+    //!                 }
+    //!             });
+    //!         }
+    //!     });
+    //!
+    //!     let client = TcpStream::connect(addr).await?;
+    //!     client.write_all(b"ping").await?;
+    //!     let mut reply = [0; 4];
+    //!     client.read_exact(&mut reply).await?;
+    //!     assert_eq!(&reply, b"ping");
+    //!     Ok::<(), std::io::Error>(())
+    //! })?;
+    //! # Ok::<(), std::io::Error>(())
+    //! ```
+    //!
+    //! Their methods take `&self`, so one task can read while another writes. They work from
+    //! fibr's tasks, from [`fibr::run`](crate::run), and from any other executor (the loops
+    //! drive their readiness). The TCP and Unix streams (and references to them) implement
+    //! tokio's `AsyncRead` and `AsyncWrite` with feature `tokio`, and hyper's `Read` and
+    //! `Write` with feature `hyper`. Names resolve off the loops and workers ([`lookup_host`]).
+
+    pub use crate::dial::socks;
+    pub use crate::engine::net::*;
+}
+
 pub use engine::bind::{Binding, Engine};
 pub use engine::buf::PooledBuf;
 pub use engine::conn::{Conn, DatagramHandler, Handler, UdpSender};
 pub use engine::exec::{JoinError, JoinHandle};
 pub use engine::runtime::{run, spawn, yield_now, Config};
 pub use engine::sys::Backend;
-pub use engine::{net, time};
+pub use engine::time;
 pub use http::serve;

@@ -29,7 +29,7 @@ use checks::{
     BodySpec, RequestSpec, ResponseSpec, SERVER_MAX_TRAILER_BYTES, SMALL_LIMITS,
     SMALL_RESPONSE_LIMITS, TRAILER_LIMITS,
 };
-use fibr::http::fuzzing::{
+use fibr::fuzzing::http::{
     decode_chunked, encode_chunk, encode_last_chunk, parse_request_head, parse_response_head,
     ChunkedDecoder, Framing, Limits, Outcome, ResponseFraming, ResponseLimits,
 };
@@ -388,7 +388,7 @@ fn seed_corpus_replays() {
     for (name, data) in corpus("h1_server_conn") {
         let split = u16::from_le_bytes([data[0], data[1]]) as usize;
         check_server_conn(&data[2..], split);
-        let (out, _) = fibr::http::fuzzing::serve_pieces(&[&data[2..]], &Limits::default(), None);
+        let (out, _) = fibr::fuzzing::http::serve_pieces(&[&data[2..]], &Limits::default(), None);
         assert!(out.starts_with(b"HTTP/1.1 "), "{name}: answered");
     }
 }
@@ -776,7 +776,7 @@ fn chunked_state_stays_bounded() {
                     }
                     piece.resize(piece.len() + step, fill);
                     match dec.decode(&piece) {
-                        Ok((n, fibr::http::fuzzing::Decoded::NeedMore)) => {
+                        Ok((n, fibr::fuzzing::http::Decoded::NeedMore)) => {
                             prop_assert_eq!(n, piece.len());
                             fed += n;
                             prop_assert!(fed <= bound, "{} bytes held past {}", fed, bound);
@@ -1284,7 +1284,7 @@ fn server_conn_answers_pipelines_the_same_however_read() {
         .run(&(vec(request(), 1..6), any::<usize>()), |(reqs, split)| {
             let stream: Vec<u8> = reqs.iter().flat_map(|r| r.bytes.clone()).collect();
             check_server_conn(&stream, split);
-            let (out, _) = fibr::http::fuzzing::serve_pieces(&[&stream], &Limits::default(), None);
+            let (out, _) = fibr::fuzzing::http::serve_pieces(&[&stream], &Limits::default(), None);
             let first = format!("{} {}\n", reqs[0].method, reqs[0].target);
             let out = String::from_utf8_lossy(&out);
             prop_assert!(
@@ -1323,13 +1323,13 @@ fn server_conn_mutated_and_random_input_never_panics() {
 }
 
 // ---------------------------------------------------------------------------------------
-// WebSocket: the machine (`ws_frames`, checks in `fibr::ws::fuzzing`), with `--features ws`
+// WebSocket: the machine (`ws_frames`, checks in `fibr::fuzzing::ws`), with `--features ws`
 // ---------------------------------------------------------------------------------------
 
 #[cfg(feature = "ws")]
 mod ws_frames {
     use super::{config, corpus};
-    use fibr::ws::fuzzing::check_input;
+    use fibr::fuzzing::ws::check_input;
     use proptest::collection::vec;
     use proptest::prelude::*;
     use proptest::test_runner::TestRunner;

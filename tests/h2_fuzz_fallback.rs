@@ -24,7 +24,7 @@ use checks::{
     check_hpack_round_trip, check_raw_frame, check_server_conn, check_server_frames,
     client_opening, ClientFrame, FieldHow, HpackBlock, HpackOp, RawFrame,
 };
-use fibr::http::fuzzing::{H2Frame, H2Priority};
+use fibr::fuzzing::http::{H2Frame, H2Priority};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, TestRunner};
@@ -174,7 +174,7 @@ fn written_frames_parse_back() {
     run(64, vec(frame(), 1..4), |frames| {
         let mut out = Vec::new();
         for f in &frames {
-            fibr::http::fuzzing::h2_write_frame(f, &mut out);
+            fibr::fuzzing::http::h2_write_frame(f, &mut out);
         }
         check_frames(&out, 16_384);
     });
@@ -504,7 +504,7 @@ fn the_seed_corpus_replays() {
 /// config, and the memory check measures something.
 #[test]
 fn the_harness_dispatches_and_answers() {
-    use fibr::http::fuzzing::h2_serve_pieces;
+    use fibr::fuzzing::http::h2_serve_pieces;
     let frames = [
         ClientFrame::SettingsAck,
         ClientFrame::Headers {
@@ -591,7 +591,7 @@ fn the_harness_dispatches_and_answers() {
 /// The real clients' openings in the seeds are served as requests (not refused).
 #[test]
 fn real_clients_are_served() {
-    use fibr::http::fuzzing::h2_serve_pieces;
+    use fibr::fuzzing::http::h2_serve_pieces;
     for (name, want) in [
         ("seed-curl-get", 1),
         ("seed-curl-post-form", 1),

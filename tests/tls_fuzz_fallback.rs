@@ -1,11 +1,11 @@
 //! The stable fallback of the `tls_server_records` fuzz target (which needs nightly and
 //! libFuzzer): the server's TLS machine on random bytes, on real ClientHellos with bytes
 //! changed, cut or repeated, and on plain HTTP, whole, split and byte by byte
-//! (`fibr::tls::fuzzing::check_split_invariance`). The seed corpus is replayed too.
+//! (`fibr::fuzzing::tls::check_split_invariance`). The seed corpus is replayed too.
 
 #![cfg(feature = "tls")]
 
-use fibr::tls::fuzzing::{check_split_invariance, serve_records};
+use fibr::fuzzing::tls::{check_split_invariance, serve_records};
 use fibr::tls::rustls;
 use proptest::collection::vec;
 use proptest::prelude::*;

@@ -11,7 +11,7 @@
 #![no_main]
 
 use arbitrary::{Result, Unstructured};
-use fibr::http::fuzzing::{H2Frame, H2Priority};
+use fibr::fuzzing::http::{H2Frame, H2Priority};
 use fibr_fuzz::h2::{
     check_frames_round_trip, check_header_block, check_raw_frame, run_frames_raw, RawFrame,
 };

@@ -1,5 +1,5 @@
 //! The server's HTTP/2 connection machine, whole, with a recording service
-//! (`fibr::http::fuzzing::H2Conn`).
+//! (`fibr::fuzzing::http::H2Conn`).
 //!
 //! Input layout: bit 0 of byte 0 picks the mode. Then:
 //! - mode 0: raw client bytes (`fibr_fuzz::h2::run_server_raw`: bit 1 of byte 0 says the

@@ -1,9 +1,9 @@
 //! The server's TLS machine (`fibr::tls`) on arbitrary input: bytes 0..2 are a split point
 //! (u16, little endian), bit 0 of byte 0 asks for the plain-HTTP answer; the rest is what
-//! a client sent (`fibr::tls::fuzzing::check_split_invariance` holds the property).
+//! a client sent (`fibr::fuzzing::tls::check_split_invariance` holds the property).
 #![no_main]
 
-use fibr::tls::fuzzing::check_split_invariance;
+use fibr::fuzzing::tls::check_split_invariance;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

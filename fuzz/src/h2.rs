@@ -5,7 +5,7 @@
 //!
 //! Every check panics (with the offending input in the message) when a rule breaks.
 
-use fibr::http::fuzzing::{
+use fibr::fuzzing::http::{
     h2_parse_frame, h2_parse_frames, h2_serve_pieces, h2_write_frame, h2_write_header_block,
     H2Config, H2Conn, H2Frame, H2FrameError, H2Summary, H2Written, HpackDecoder, HpackEncoder,
     H2_HEAD_LEN, H2_MAX_MAX_FRAME_SIZE, H2_PREFACE,
@@ -474,7 +474,7 @@ pub fn check_raw_frame(r: &RawFrame) {
                 assert!(got.is_err(), "{}", ctx());
                 return;
             }
-            let priority = with_priority.then_some(fibr::http::fuzzing::H2Priority {
+            let priority = with_priority.then_some(fibr::fuzzing::http::H2Priority {
                 dependency: dep,
                 exclusive: r.priority.0 >> 31 == 1,
                 weight: r.priority.1,

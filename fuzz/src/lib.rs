@@ -7,7 +7,7 @@
 #[path = "h2.rs"]
 pub mod h2;
 
-use fibr::http::fuzzing::{
+use fibr::fuzzing::http::{
     decode_chunked, encode_chunk, encode_chunk_header, encode_last_chunk, encode_request_head,
     is_forbidden_trailer, parse_request_head, parse_response_head, serve_pieces, ChunkedDecoder,
     Decoded, Framing, Head, Limits, Outcome, ResponseFraming, ResponseHead, ResponseLimits,
@@ -792,7 +792,7 @@ pub enum BodySpec {
 }
 
 /// A response built by hand (the server's encoder is not reachable from
-/// `fibr::http::fuzzing`), from arbitrary values mapped onto valid ones.
+/// `fibr::fuzzing::http`), from arbitrary values mapped onto valid ones.
 #[derive(Debug, Clone)]
 pub struct ResponseSpec {
     /// The request was HEAD (else GET).

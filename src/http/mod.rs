@@ -50,6 +50,3 @@ pub use serve::{serve, Serve, ServeListener, WithGracefulShutdown};
 pub use server::Http3Server;
 pub use server::Server;
 pub use service::{BoxError, ConnInfo, MakeMarker, MakeService, PeerCred, ServiceMarker, UnixPeer};
-
-#[doc(hidden)]
-pub mod fuzzing;

@@ -122,11 +122,6 @@ impl Handshake for HttpConnect {
         self.parse(out)
     }
 
-    fn authenticated(&mut self, _ok: bool, _out: &mut Vec<u8>) -> Step {
-        // Credentials come with the request (Auth::Offered), never as a step of their own.
-        Step::Close
-    }
-
     fn connected(&mut self, _bound: SocketAddr, out: &mut Vec<u8>) {
         respond(out, "200 Connection Established", "");
     }

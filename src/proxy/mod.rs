@@ -15,8 +15,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Each protocol's handshake is a sans-IO machine (`socks.rs`, `http_connect.rs`: bytes in,
-//! replies and a decision out). The driver here runs it on the client's connection,
+//! Each protocol's handshake is a sans-IO machine (SOCKS's in `proto::socks::server`, on
+//! the codec the client dialer shares; `http_connect.rs`: bytes in, replies and a
+//! decision out). The driver here runs it on the client's connection,
 //! checks the [`Rules`], resolves names off the loops, dials the target (or, for a SOCKS
 //! BIND, listens for it: `bind.rs`), writes the protocol's answer, and then leaves both
 //! connections to the relay: from then on no task stands between them.
@@ -26,7 +27,6 @@ mod forward;
 mod http_connect;
 mod relay;
 mod rules;
-mod socks;
 mod udp;
 
 pub use relay::{relay, Relay, RelayConfig};
@@ -34,6 +34,10 @@ pub use rules::{Authenticator, InvalidNet, IpNet, Rules};
 
 use crate::engine::conn::{Conn, Handler};
 use crate::engine::time::Sleep;
+use crate::proto::socks::{self, Target};
+pub(crate) use crate::proto::tunnel::{
+    Auth, Credentials, Failure, ServerHandshake as Handshake, Step,
+};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -109,99 +113,6 @@ config_setters!(ProxyConfig {
     set with_udp_idle_timeout => udp_idle_timeout: Duration,
     set with_udp_max_peers => udp_max_peers: usize,
 });
-
-/// Where a client asked to go.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Target {
-    Addr(SocketAddr),
-    /// A host name, resolved by the proxy (SOCKS5 domain names, SOCKS4a, HTTP).
-    Name(String, u16),
-}
-
-/// A user name and password a client offered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Credentials {
-    pub user: String,
-    pub password: String,
-}
-
-/// What the client proved about itself with its request.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Auth {
-    None,
-    /// Checked during the handshake (SOCKS5's subnegotiation).
-    Verified,
-    /// Sent with the request, not checked yet (HTTP's `Proxy-Authorization`).
-    Offered(Credentials),
-}
-
-/// Why a tunnel was not made; each protocol has its own way of saying it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Failure {
-    /// The rules refuse this client or target.
-    NotAllowed,
-    /// Credentials are required and were missing or wrong.
-    AuthRequired,
-    Refused,
-    NetworkUnreachable,
-    /// The host is unreachable or its name did not resolve.
-    HostUnreachable,
-    TimedOut,
-    General,
-}
-
-impl Failure {
-    fn from_io(e: &io::Error) -> Failure {
-        match e.kind() {
-            io::ErrorKind::ConnectionRefused => Failure::Refused,
-            io::ErrorKind::TimedOut => Failure::TimedOut,
-            io::ErrorKind::NetworkUnreachable => Failure::NetworkUnreachable,
-            io::ErrorKind::HostUnreachable => Failure::HostUnreachable,
-            // A name that did not resolve (getaddrinfo's errors carry no errno).
-            _ if e.raw_os_error().is_none() => Failure::HostUnreachable,
-            _ => Failure::General,
-        }
-    }
-}
-
-/// What a handshake machine wants after taking input.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// More input is needed.
-    More,
-    /// Check these credentials and answer with [`Handshake::authenticated`].
-    Authenticate(Credentials),
-    /// The client asks for a tunnel; answer with `connected` or `failed`.
-    Connect(Target, Auth),
-    /// A SOCKS BIND: the client wants a connection from the target host; answer with
-    /// `connected` (where the proxy listens), then `connected` again (the peer that
-    /// connected), or `failed`.
-    Bind(Target, Auth),
-    /// A SOCKS5 UDP ASSOCIATE (the target is the client's UDP address, or zeros); answer
-    /// with `connected` (the relay's address) or `failed`.
-    Associate(Target, Auth),
-    /// An HTTP request that is not `CONNECT`: hand the connection, with what
-    /// `take_rest` gives back, to the forwarding server.
-    Forward,
-    /// Close once the output (a refusal, if the protocol has one) is written.
-    Close,
-}
-
-/// A proxy protocol's handshake as a sans-IO machine: it writes its replies into `out`.
-pub(crate) trait Handshake: Send {
-    /// Takes bytes from the client.
-    fn receive(&mut self, data: &[u8], out: &mut Vec<u8>) -> Step;
-    /// The answer to `Step::Authenticate`.
-    fn authenticated(&mut self, ok: bool, out: &mut Vec<u8>) -> Step;
-    /// The tunnel is up; `bound` is the proxy's end of it.
-    fn connected(&mut self, bound: SocketAddr, out: &mut Vec<u8>);
-    /// The tunnel could not be made.
-    fn failed(&mut self, why: Failure, out: &mut Vec<u8>);
-    /// The handshake took too long (before a `Connect`).
-    fn timed_out(&mut self, out: &mut Vec<u8>);
-    /// What the client sent after its request, for the target.
-    fn take_rest(&mut self) -> Vec<u8>;
-}
 
 /// A SOCKS5, SOCKS4/4a and HTTP `CONNECT` proxy: a [`Handler`] for an [`Engine`]
 /// binding.
@@ -600,8 +511,10 @@ impl Handler for Server {
                 return None;
             }
             let machine = session.machine.get_or_insert_with(|| match data[0] {
-                5 => Box::new(socks::Socks5::new(self.config.rules.auth_required())),
-                4 => Box::new(socks::Socks4::new()),
+                5 => Box::new(socks::server::Socks5::new(
+                    self.config.rules.auth_required(),
+                )),
+                4 => Box::new(socks::server::Socks4::new()),
                 _ => Box::new(http_connect::HttpConnect::new(self.config.max_request_head)),
             });
             let step = machine.receive(data, &mut out);

@@ -31,9 +31,7 @@
 //!
 //! rustls is re-exported ([`rustls`]) so that a config is built with the same version.
 
-#[doc(hidden)]
-pub mod fuzzing;
-mod session;
+pub(crate) mod session;
 #[cfg(test)]
 mod tests;
 mod ticket;

@@ -27,8 +27,6 @@
 #[cfg(feature = "axum")]
 mod axum;
 mod client;
-#[doc(hidden)]
-pub mod fuzzing;
 mod handshake;
 mod message;
 mod oneshot;

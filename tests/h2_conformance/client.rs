@@ -6,7 +6,7 @@
 #![allow(dead_code)] // a toolkit: not every helper is used by a case
 
 pub use super::wire::*;
-use fibr::http::fuzzing::HpackDecoder;
+use fibr::fuzzing::http::HpackDecoder;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 
 use super::client::*;
 use super::{case, Case, HELLO};
-use fibr::http::fuzzing::HpackDecoder;
+use fibr::fuzzing::http::HpackDecoder;
 
 /// A GET whose block is `get()`'s followed by `extra` must fail with COMPRESSION_ERROR.
 fn compression_error(a: std::net::SocketAddr, prefix: &[u8], extra: &[u8]) -> R {

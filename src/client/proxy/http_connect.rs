@@ -2,8 +2,8 @@
 //! out, the proxy's response head in (parsed by the client's own HTTP/1 codec, with its
 //! limits); a 2xx opens the tunnel, anything else is the proxy's refusal.
 
-use crate::engine::net::handshake::Handshake;
 use crate::proto::h1::client::{parse_response_head, ResponseError, ResponseLimits};
+use crate::proto::tunnel::ClientHandshake;
 use http::{HeaderValue, Method, StatusCode};
 use std::fmt;
 
@@ -109,7 +109,7 @@ impl HttpConnect {
     }
 }
 
-impl Handshake for HttpConnect {
+impl ClientHandshake for HttpConnect {
     type Error = ConnectError;
 
     fn start(&mut self, out: &mut Vec<u8>) {

@@ -9,8 +9,8 @@
 //!   RFC 1929 username/password; `socks4://` (resolved here, IPv4 only) and `socks4a://`
 //!   (the proxy resolves), the user name going as the SOCKS4 user id.
 //!
-//! The handshakes are sans-IO machines: SOCKS in `fibr::net::socks`, `CONNECT` in
-//! `http_connect.rs`; `fibr::net`'s handshake driver runs them. The proxy's answer is a
+//! The handshakes are sans-IO machines: SOCKS in `proto::socks::client`, `CONNECT` in
+//! `http_connect.rs`; `crate::dial`'s handshake driver runs them. The proxy's answer is a
 //! typed error with a kind of its own: [`ErrorKind::ProxyAuth`] for credentials wanted or
 //! refused, [`ErrorKind::ConnectRefused`] for a target the SOCKS proxy found refusing,
 //! [`ErrorKind::Proxy`] for every other refusal or garbage, and
@@ -22,10 +22,12 @@ mod no_proxy;
 
 use super::error::{Error, ErrorKind};
 use super::resolve::resolve;
-use crate::engine::net::handshake::{drive, Failed, Handshake};
-use crate::engine::net::socks::{Socks4, Socks5, SocksError, Target};
+use crate::dial::{drive, Failed};
 use crate::engine::net::TcpStream;
 use crate::proto::h1::client::ResponseLimits;
+use crate::proto::socks::client::{Socks4, Socks5};
+use crate::proto::socks::{SocksError, Target};
+use crate::proto::tunnel::ClientHandshake;
 use base64::Engine as _;
 use http::{HeaderValue, Uri};
 use http_connect::{ConnectError, HttpConnect};
@@ -273,7 +275,7 @@ impl Endpoint {
         kind_of: fn(&H::Error) -> ErrorKind,
     ) -> Result<TcpStream, Error>
     where
-        H: Handshake,
+        H: ClientHandshake,
         H::Error: std::error::Error + Send + Sync + 'static,
     {
         let stream = self.connect().await?;

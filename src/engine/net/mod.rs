@@ -1,53 +1,12 @@
-//! Async sockets on fibr's loops, shaped like tokio's: [`TcpListener`], [`TcpStream`],
-//! [`UdpSocket`], [`UnixListener`], [`UnixStream`]; and [`socks`], dialing through a SOCKS
-//! proxy.
-//!
-//! ```
-//! use fibr::net::{TcpListener, TcpStream};
-//!
-//! fibr::run(async {
-//!     let listener = TcpListener::bind("127.0.0.1:0").await?;
-//!     let addr = listener.local_addr()?;
-//!     // An echo server: a task per connection.
-//!     fibr::spawn(async move {
-//!         while let Ok((stream, _peer)) = listener.accept().await {
-//!             fibr::spawn(async move {
-//!                 let mut buf = [0; 4096];
-//!                 loop {
-//!                     match stream.read(&mut buf).await {
-//!                         Ok(0) | Err(_) => break,
-//!                         Ok(n) if stream.write_all(&buf[..n]).await.is_err() => break,
-//!                         Ok(_) => {}
-//!                     }
-//!                 }
-//!             });
-//!         }
-//!     });
-//!
-//!     let client = TcpStream::connect(addr).await?;
-//!     client.write_all(b"ping").await?;
-//!     let mut reply = [0; 4];
-//!     client.read_exact(&mut reply).await?;
-//!     assert_eq!(&reply, b"ping");
-//!     Ok::<(), std::io::Error>(())
-//! })?;
-//! # Ok::<(), std::io::Error>(())
-//! ```
-//!
-//! Their methods take `&self`, so one task can read while another writes. They work from
-//! fibr's tasks, from [`fibr::run`](crate::run), and from any other executor (the loops
-//! drive their readiness). The TCP and Unix streams (and references to them) implement
-//! tokio's `AsyncRead` and `AsyncWrite` with feature `tokio`, and hyper's `Read` and
-//! `Write` with feature `hyper`. Names resolve off the loops and workers ([`lookup_host`]).
+//! Async sockets on fibr's loops, public as `fibr::net` (see the facade in `lib.rs`, which
+//! adds `socks`, dialing through a SOCKS proxy, from `crate::dial`).
 
 #[cfg(any(feature = "hyper", feature = "tokio"))]
 mod compat;
 #[cfg(all(feature = "hyper", feature = "tokio"))]
 pub(crate) use compat::TokioIo;
-pub(crate) mod handshake;
 mod registration;
 mod resolve;
-pub mod socks;
 
 use crate::engine::sys::{socket, udp};
 use registration::{Direction, Registration};

@@ -140,6 +140,7 @@ pub(crate) fn response_wants_close(headers: &HeaderMap) -> bool {
 
 /// One chunk: hex size CRLF data CRLF. Writes nothing for empty `data` (an empty chunk
 /// would end the body).
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn encode_chunk(data: &[u8], out: &mut Vec<u8>) {
     if data.is_empty() {
         return;

@@ -21,6 +21,7 @@
 
 pub(crate) mod body;
 pub(crate) mod chunked;
+#[cfg(any(feature = "client", feature = "fuzzing"))]
 pub(crate) mod client;
 #[cfg(feature = "client")]
 pub(crate) mod client_conn;

@@ -576,6 +576,7 @@ impl PerMessageDeflate {
     }
 
     /// Bytes of zlib state held now (measured sizes for the window bits; 0 when freed).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn held_bytes(&self) -> usize {
         let tx = self
             .tx
@@ -588,11 +589,13 @@ impl PerMessageDeflate {
 
 /// zlib-rs's deflate state, as `benches/ws_deflate.rs` measures it: the window and its
 /// chain (4 << bits) and a fixed part (hash table, symbol and pending buffers).
+#[cfg(any(test, feature = "fuzzing"))]
 fn deflate_state_bytes(bits: u8) -> usize {
     (4 << bits) + 248_960
 }
 
 /// zlib-rs's inflate state, measured likewise: the same for every window size.
+#[cfg(any(test, feature = "fuzzing"))]
 const INFLATE_STATE_BYTES: usize = 47_552;
 
 #[derive(Debug, PartialEq, Eq)]

@@ -247,6 +247,7 @@ impl Machine {
 
     /// Heap held now (the message being assembled, deflate state): 0 between messages
     /// (without context takeover), whatever came before.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn held_bytes(&self) -> usize {
         self.msg.as_ref().map_or(0, |m| m.buf.capacity())
             + self.control.capacity()

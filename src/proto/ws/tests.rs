@@ -866,7 +866,7 @@ proptest! {
 
     #[test]
     fn messages_round_trip(input in proptest::collection::vec(any::<u8>(), 0..600), split in any::<u16>(), deflate in any::<bool>()) {
-        crate::ws::fuzzing::check_round_trip(if deflate { 18 } else { 16 }, &input, usize::from(split));
+        crate::fuzzing::ws::check_round_trip(if deflate { 18 } else { 16 }, &input, usize::from(split));
     }
 
     #[test]
@@ -879,12 +879,12 @@ proptest! {
             }
         }
         // Server roles only (the frames are masked), any limits, deflate, auto-pong.
-        crate::ws::fuzzing::check_frames(flags & !1, &wire, usize::from(split));
+        crate::fuzzing::ws::check_frames(flags & !1, &wire, usize::from(split));
     }
 
     #[test]
     fn random_bytes_split_the_same(input in proptest::collection::vec(any::<u8>(), 0..200), split in any::<u16>(), flags in 0u8..16) {
-        crate::ws::fuzzing::check_frames(flags, &input, usize::from(split));
+        crate::fuzzing::ws::check_frames(flags, &input, usize::from(split));
     }
 }
 

@@ -464,11 +464,13 @@ impl TransferEncodingState {
         }
     }
 
+    #[cfg(any(feature = "client", feature = "fuzzing"))]
     /// `chunked` is applied more than once (RFC 9112 §7: never).
     pub(crate) fn chunked_more_than_once(&self) -> bool {
         self.chunked > 1
     }
 
+    #[cfg(any(feature = "client", feature = "fuzzing"))]
     /// `chunked` is applied once, last: the body's end is the last chunk (RFC 9112 §6.3).
     pub(crate) fn chunked_last(&self) -> bool {
         self.last_chunked && self.chunked == 1

@@ -1,5 +1,5 @@
 //! The server machine driven by a built-in echo service, for the fuzz targets and their
-//! stable fallback (`fibr::http::fuzzing::serve_pieces`): every request is answered with
+//! stable fallback (`fibr::fuzzing::http::serve_pieces`): every request is answered with
 //! its method, target and body, as soon as its body is complete.
 
 use super::{

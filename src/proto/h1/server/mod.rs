@@ -22,6 +22,7 @@ use http::{HeaderMap, Method, StatusCode, Version};
 use std::collections::VecDeque;
 use std::time::Instant;
 
+#[cfg(feature = "fuzzing")]
 mod echo;
 mod limits;
 mod respond;
@@ -29,6 +30,7 @@ mod round;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "fuzzing")]
 pub(crate) use echo::serve_pieces;
 pub(crate) use limits::Limits;
 

@@ -2,8 +2,8 @@
 //! arbitrary bytes, in pieces. Not part of the API. The certificate and key are a
 //! throwaway self-signed pair made for this (`CN=fuzz.fibr.invalid`); they protect nothing.
 
-use super::session::{Session, MAX_RECORD};
 use crate::engine::conn::{Delivered, Layer};
+use crate::tls::session::{Session, MAX_RECORD};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::UnbufferedServerConnection;
@@ -20,7 +20,7 @@ fn config() -> Arc<ServerConfig> {
         .get_or_init(|| {
             let cert = CertificateDer::from_pem_slice(CERT).expect("the fuzz certificate");
             let key = PrivateKeyDer::from_pem_slice(KEY).expect("the fuzz key");
-            let config = ServerConfig::builder_with_provider(super::crypto_provider())
+            let config = ServerConfig::builder_with_provider(crate::tls::crypto_provider())
                 .with_safe_default_protocol_versions()
                 .expect("the provider does TLS 1.2 and 1.3")
                 .with_no_client_auth()

@@ -1,7 +1,6 @@
-//! Thin wrappers around the sans-IO HTTP/1 codec (here) and the HTTP/2 frame codec, HPACK
-//! and server machine (`h2.rs`), for the fuzz targets (`fuzz/`) and the stable property
-//! tests (`tests/fuzz_fallback.rs`, `tests/h2_fuzz_fallback.rs`). Not part of the API: it
-//! may change or vanish at any release.
+//! Thin wrappers around the sans-IO HTTP/1 codec, for the fuzz targets (`fuzz/`) and the
+//! stable property tests (`tests/fuzz_fallback.rs`); public as `fibr::fuzzing::http`, with
+//! HTTP/2's (`h2.rs`).
 
 use crate::proto::h1;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
@@ -299,6 +298,3 @@ pub fn encode_request_head(
     );
     Some(out)
 }
-
-mod h2;
-pub use h2::*;

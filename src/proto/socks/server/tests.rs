@@ -1,7 +1,11 @@
 //! The SOCKS machines, byte by byte: every message, every refusal, and arbitrary input.
 
 use super::*;
+use crate::proto::socks::Target;
+use crate::proto::tunnel::Credentials;
 use proptest::prelude::*;
+use std::net::Ipv6Addr;
+use v4::MAX_STRING;
 
 fn creds(user: &str, password: &str) -> Credentials {
     Credentials {
@@ -15,7 +19,7 @@ fn v4(s: &str) -> Target {
 }
 
 /// Feeds `input` one byte at a time (every split point), as well as whole.
-fn feed_split(m: &mut dyn Handshake, input: &[u8], out: &mut Vec<u8>) -> Step {
+fn feed_split(m: &mut dyn ServerHandshake, input: &[u8], out: &mut Vec<u8>) -> Step {
     let mut step = Step::More;
     for (i, b) in input.iter().enumerate() {
         step = m.receive(std::slice::from_ref(b), out);
@@ -350,7 +354,7 @@ fn socks4_bad_command_and_name() {
 /// Every input the driver could feed, split anyhow: no panic, output bounded, and the
 /// machine keeps no more than one message's worth.
 fn arbitrary(require_auth: bool, chunks: Vec<Vec<u8>>, v5: bool) {
-    let mut m: Box<dyn Handshake> = if v5 {
+    let mut m: Box<dyn ServerHandshake> = if v5 {
         Box::new(Socks5::new(require_auth))
     } else {
         Box::new(Socks4::new())
