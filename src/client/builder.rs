@@ -101,14 +101,14 @@ impl Builder {
     }
 
     /// Most header fields accepted in a response (default 100); more fails the request
-    /// with [`ErrorKind::Protocol`].
+    /// with [`ErrorKind::Protocol`](super::ErrorKind::Protocol).
     pub fn http1_max_headers(&mut self, n: usize) -> &mut Self {
         self.h1.limits.max_headers = n;
         self
     }
 
     /// Largest response head accepted, in bytes (default 64 KiB); larger fails the
-    /// request with [`ErrorKind::Protocol`].
+    /// request with [`ErrorKind::Protocol`](super::ErrorKind::Protocol).
     pub fn http1_max_head_size(&mut self, n: usize) -> &mut Self {
         self.h1.limits.max_head_bytes = n;
         self
@@ -188,7 +188,7 @@ impl Builder {
     /// HTTP/2: sends a PING after this long without anything from the server, and closes
     /// the connection if its ACK does not come within
     /// [`http2_keep_alive_timeout`](Builder::http2_keep_alive_timeout): its requests fail
-    /// with [`ErrorKind::Timeout`] and the pool hands it out no more, so a dead connection
+    /// with [`ErrorKind::Timeout`](super::ErrorKind::Timeout) and the pool hands it out no more, so a dead connection
     /// (a server gone without a FIN) is found instead of waited on. Default `None`: no
     /// PINGs, as hyper's.
     pub fn http2_keep_alive_interval(
@@ -214,7 +214,7 @@ impl Builder {
 
     /// HTTP/2: how long the server may take to acknowledge the client's SETTINGS before
     /// the connection is closed with SETTINGS_TIMEOUT and its requests fail with
-    /// [`ErrorKind::Timeout`] (RFC 9113 §6.5.3; default 20 s).
+    /// [`ErrorKind::Timeout`](super::ErrorKind::Timeout) (RFC 9113 §6.5.3; default 20 s).
     pub fn http2_settings_timeout(&mut self, timeout: Duration) -> &mut Self {
         self.h2.settings_timeout = timeout;
         self

@@ -15,7 +15,9 @@ mod settings;
 mod tests;
 mod write;
 
-pub(crate) use parse::{parse, parse_head};
+pub(crate) use parse::parse;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use parse::parse_head;
 pub(crate) use settings::Settings;
 pub(crate) use write::*;
 

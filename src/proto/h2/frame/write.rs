@@ -58,11 +58,13 @@ pub(crate) fn write_window_update(out: &mut Vec<u8>, stream: u32, increment: u32
     out.extend_from_slice(&(increment & STREAM_MASK).to_be_bytes());
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn write_priority(out: &mut Vec<u8>, stream: u32, priority: Priority) {
     write_head(out, 5, kind::PRIORITY, 0, stream);
     write_priority_fields(out, priority);
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 fn write_priority_fields(out: &mut Vec<u8>, p: Priority) {
     let word = (p.dependency & STREAM_MASK) | if p.exclusive { !STREAM_MASK } else { 0 };
     out.extend_from_slice(&word.to_be_bytes());
@@ -81,11 +83,13 @@ pub(crate) fn write_data_head(out: &mut Vec<u8>, stream: u32, len: usize, end_st
     );
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn write_data(out: &mut Vec<u8>, stream: u32, data: &[u8], end_stream: bool) {
     write_data_head(out, stream, data.len(), end_stream);
     out.extend_from_slice(data);
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// A CONTINUATION carrying `fragment` as it is (no splitting).
 pub(crate) fn write_continuation(
     out: &mut Vec<u8>,
@@ -103,6 +107,7 @@ pub(crate) fn write_continuation(
     out.extend_from_slice(fragment);
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 /// A PUSH_PROMISE carrying `fragment` as it is (no splitting, no padding).
 pub(crate) fn write_push_promise(
     out: &mut Vec<u8>,

@@ -22,7 +22,9 @@ pub(crate) enum Indexing {
 /// Whether string literals are Huffman-coded (§5.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Huffman {
+    #[cfg(any(test, feature = "fuzzing"))]
     Always,
+    #[cfg(any(test, feature = "fuzzing"))]
     Never,
     /// When that is shorter (the policy of `encode_field`).
     IfShorter,
@@ -249,7 +251,9 @@ fn indexing_for(name: &[u8], value: &[u8], sensitive: bool) -> Indexing {
 /// §5.2: a string literal with the H bit.
 fn encode_string(s: &[u8], huffman: Huffman, out: &mut Vec<u8>) {
     let coded = match huffman {
+        #[cfg(any(test, feature = "fuzzing"))]
         Huffman::Never => None,
+        #[cfg(any(test, feature = "fuzzing"))]
         Huffman::Always => Some(huffman::encoded_len(s)),
         Huffman::IfShorter => Some(huffman::encoded_len(s)).filter(|&n| n < s.len()),
     };

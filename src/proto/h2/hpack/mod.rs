@@ -10,7 +10,9 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use encoder::{Encoder, Huffman, Indexing};
+pub(crate) use encoder::Encoder;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use encoder::{Huffman, Indexing};
 
 use table::{Table, ENTRY_OVERHEAD, STATIC};
 

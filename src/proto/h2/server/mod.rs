@@ -282,11 +282,13 @@ impl<B: StreamSink, X> ServerConn<B, X> {
     }
 
     /// Whether the connection has failed (nothing more is read).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn is_failed(&self) -> bool {
         self.core.is_failed()
     }
 
     /// Streams in flight.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn streams(&self) -> usize {
         self.streams.len()
     }
