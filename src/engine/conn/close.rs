@@ -7,7 +7,9 @@ use super::{
 #[cfg(feature = "hyper")]
 use super::{DetachedSocket, Handoff};
 use crate::engine::runtime::Command;
-use crate::engine::sys::{socket, Interest};
+#[cfg(feature = "hyper")]
+use crate::engine::sys::socket;
+use crate::engine::sys::Interest;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
