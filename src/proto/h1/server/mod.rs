@@ -22,7 +22,8 @@ use http::{HeaderMap, Method, StatusCode, Version};
 use std::collections::VecDeque;
 use std::time::Instant;
 
-#[cfg(feature = "fuzzing")]
+// The echo service: the fuzz harness's, and the client-server pair tests'.
+#[cfg(any(feature = "fuzzing", all(test, feature = "client")))]
 mod echo;
 mod limits;
 mod respond;
@@ -30,7 +31,7 @@ mod round;
 #[cfg(test)]
 mod tests;
 
-#[cfg(feature = "fuzzing")]
+#[cfg(any(feature = "fuzzing", all(test, feature = "client")))]
 pub(crate) use echo::serve_pieces;
 pub(crate) use limits::Limits;
 
