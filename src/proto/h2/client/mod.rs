@@ -148,6 +148,8 @@ struct Stream {
 pub(crate) struct ClientConn {
     cfg: ClientConfig,
     core: Core,
+    /// When our SETTINGS went out (the server has `settings_timeout` to ACK them).
+    settings_sent: Instant,
     /// When bytes last came from the server (keep-alive PINGs count from it).
     last_read: Instant,
     streams: Streams<Stream>,
@@ -165,6 +167,9 @@ struct Rx<'a> {
 impl Role for Rx<'_> {
     fn parts(&mut self) -> (&mut Core, &mut Vec<u8>) {
         (&mut self.conn.core, self.out)
+    }
+    fn local(&self) -> Local {
+        local(&self.conn.cfg)
     }
     fn fail(&mut self, code: ErrorCode, why: &'static str) {
         self.conn.fail(code, why, self.out, self.ev);
@@ -219,6 +224,17 @@ impl Role for Rx<'_> {
     }
 }
 
+/// The client's own settings as the core enforces them (its frame size already clamped).
+fn local(cfg: &ClientConfig) -> Local {
+    Local {
+        max_frame_size: cfg.max_frame_size,
+        max_header_list_size: cfg.max_header_list_size,
+        header_table_size: cfg.header_table_size,
+        max_idle_frames: cfg.max_idle_frames,
+        resets_remembered: 0,
+    }
+}
+
 impl ClientConn {
     /// A connection whose preface, SETTINGS and connection window go into `out` at once
     /// (§3.4: the client need not wait for the server's SETTINGS), written at `now`.
@@ -227,13 +243,6 @@ impl ClientConn {
             .max_frame_size
             .clamp(frame::DEFAULT_MAX_FRAME_SIZE, frame::MAX_MAX_FRAME_SIZE);
         let stream_window = cfg.initial_stream_window.min(MAX_WINDOW);
-        let local = Local {
-            max_frame_size: max_frame,
-            max_header_list_size: cfg.max_header_list_size,
-            header_table_size: cfg.header_table_size,
-            max_idle_frames: cfg.max_idle_frames,
-            resets_remembered: 0,
-        };
         let settings = [
             (frame::SETTINGS_HEADER_TABLE_SIZE, cfg.header_table_size),
             (frame::SETTINGS_ENABLE_PUSH, 0),
@@ -245,13 +254,14 @@ impl ClientConn {
             ),
         ];
         let window = cfg.initial_connection_window;
-        let core = Core::new(Side::Client, local, &settings, window, now, out);
         let mut cfg = cfg.clone();
         cfg.max_frame_size = max_frame;
         cfg.initial_stream_window = stream_window;
+        let core = Core::new(Side::Client, &local(&cfg), &settings, window, out);
         ClientConn {
             cfg,
             core,
+            settings_sent: now,
             last_read: now,
             streams: Streams::default(),
             next_id: 1,

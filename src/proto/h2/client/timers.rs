@@ -22,8 +22,8 @@ impl ClientConn {
         }
         let mut next = None;
         let mut at = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
-        if let Some(sent) = self.core.settings_sent {
-            let t = sent + self.cfg.settings_timeout;
+        if self.core.settings_unacked {
+            let t = self.settings_sent + self.cfg.settings_timeout;
             if now >= t {
                 let why = "the server did not acknowledge our SETTINGS in time";
                 self.close_with(ErrorCode::SETTINGS_TIMEOUT, why, Why::TimedOut, out, ev);

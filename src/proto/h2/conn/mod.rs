@@ -39,7 +39,8 @@ pub(crate) enum Phase {
     Failed,
 }
 
-/// Our own settings, as the core enforces them on what the peer sends.
+/// Our own settings, as the core enforces them on what the peer sends. Not kept per
+/// connection: each role derives them from its config when the core asks ([`Role::local`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Local {
     pub max_frame_size: u32,
@@ -76,13 +77,12 @@ struct Block {
 pub(crate) struct Core {
     side: Side,
     pub phase: Phase,
-    local: Local,
     /// The client's preface is still (partly) to come.
     awaiting_preface: bool,
     /// The peer's first frame (its SETTINGS) came.
     pub got_settings: bool,
-    /// Our SETTINGS await the peer's ACK, since then.
-    pub settings_sent: Option<Instant>,
+    /// Our SETTINGS await the peer's ACK (the client times it from when it sent them).
+    pub settings_unacked: bool,
     /// Our keep-alive PING awaits its ACK, since then.
     pub ping_sent: Option<Instant>,
     /// An incomplete frame kept across reads (no capacity when idle).
@@ -103,10 +103,9 @@ impl Core {
     /// `out` at once, as §3.4 allows; a client's preface goes before them.
     pub(crate) fn new(
         side: Side,
-        local: Local,
+        local: &Local,
         settings: &[(u16, u32)],
         connection_window: u32,
-        now: Instant,
         out: &mut Vec<u8>,
     ) -> Core {
         if side == Side::Client {
@@ -121,10 +120,9 @@ impl Core {
         Core {
             side,
             phase: Phase::Open,
-            local,
             awaiting_preface: side == Side::Server,
             got_settings: false,
-            settings_sent: Some(now),
+            settings_unacked: true,
             ping_sent: None,
             kept: Vec::new(),
             block: None,
@@ -155,9 +153,9 @@ impl Core {
 
     /// A frame that did no work: true once there were too many (a flood, to be closed
     /// with ENHANCE_YOUR_CALM).
-    fn idle_frame(&mut self) -> bool {
+    fn idle_frame(&mut self, local: &Local) -> bool {
         self.idle_frames += 1;
-        self.idle_frames > u64::from(self.local.max_idle_frames)
+        self.idle_frames > u64::from(local.max_idle_frames)
     }
 
     /// Enters the failed state: GOAWAY with `last_stream`, `code` and `why` (a live peer

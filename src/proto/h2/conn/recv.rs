@@ -2,13 +2,15 @@
 //! frames parsed and checked against the connection's state, header blocks assembled,
 //! and what only a role can decide handed to its [`Role`].
 
-use super::{Block, Core, Side, StreamFlow};
+use super::{Block, Core, Local, Side, StreamFlow};
 use crate::proto::h2::frame::{self, ErrorCode, Frame, FrameError, MAX_WINDOW, PREFACE};
 
 /// What one role (client or server) decides about the frames the core reads.
 pub(crate) trait Role {
     /// The connection's core, and the output that frames go into.
     fn parts(&mut self) -> (&mut Core, &mut Vec<u8>);
+    /// Our own settings, from the role's config.
+    fn local(&self) -> Local;
     /// A connection error: GOAWAY, every stream ends.
     fn fail(&mut self, code: ErrorCode, why: &'static str);
     /// A stream error: RST_STREAM, the stream ends.
@@ -80,8 +82,8 @@ fn process<R: Role>(r: &mut R, input: &[u8]) -> usize {
         pos = n;
         core.awaiting_preface = false;
     }
+    let max_frame = r.local().max_frame_size;
     while pos < input.len() && !r.parts().0.is_failed() {
-        let max_frame = r.parts().0.local.max_frame_size;
         match frame::parse(&input[pos..], max_frame) {
             Ok(None) => break,
             Ok(Some((f, used))) => {
@@ -124,7 +126,7 @@ fn does_no_work(core: &Core, f: &Frame<'_>) -> bool {
         | Frame::Ping { .. }
         | Frame::Unknown { .. }
         | Frame::Settings { ack: false, .. } => true,
-        Frame::Settings { ack: true, .. } => core.settings_sent.is_none(),
+        Frame::Settings { ack: true, .. } => !core.settings_unacked,
         Frame::Data {
             flow_len: 0,
             end_stream: false,
@@ -140,6 +142,7 @@ fn does_no_work(core: &Core, f: &Frame<'_>) -> bool {
 }
 
 fn on_frame<R: Role>(r: &mut R, f: Frame<'_>) {
+    let local = r.local();
     let (core, out) = r.parts();
     if !core.got_settings {
         if !matches!(f, Frame::Settings { ack: false, .. }) {
@@ -151,7 +154,7 @@ fn on_frame<R: Role>(r: &mut R, f: Frame<'_>) {
         }
         core.got_settings = true;
     }
-    if does_no_work(core, &f) && core.idle_frame() {
+    if does_no_work(core, &f) && core.idle_frame(&local) {
         return r.fail(
             ErrorCode::ENHANCE_YOUR_CALM,
             "too many frames that do no work",
@@ -209,8 +212,8 @@ fn on_frame<R: Role>(r: &mut R, f: Frame<'_>) {
             }
         }
         Frame::Settings { ack: true, .. } => {
-            if core.settings_sent.take().is_some() {
-                let size = core.local.header_table_size as usize;
+            if std::mem::take(&mut core.settings_unacked) {
+                let size = local.header_table_size as usize;
                 core.decoder.set_max_table_size(size);
             }
         }
@@ -246,8 +249,9 @@ fn on_frame<R: Role>(r: &mut R, f: Frame<'_>) {
 /// block goes to the role. A block larger than our header list limit on the wire closes
 /// the connection (the CONTINUATION flood).
 fn on_fragment<R: Role>(r: &mut R, mut block: Block, end_headers: bool, fragment: &[u8]) {
+    let max = r.local().max_header_list_size as usize;
     let core = r.parts().0;
-    if block.bytes.len() + fragment.len() > core.local.max_header_list_size as usize {
+    if block.bytes.len() + fragment.len() > max {
         let why = "a header block over max_header_list_size";
         return r.fail(ErrorCode::ENHANCE_YOUR_CALM, why);
     }

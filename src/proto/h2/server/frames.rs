@@ -19,6 +19,9 @@ impl<B: StreamSink, X, D: Dispatch<Body = B, Exchange = X>> Role for Rx<'_, B, X
     fn parts(&mut self) -> (&mut Core, &mut Vec<u8>) {
         (&mut self.conn.core, self.out)
     }
+    fn local(&self) -> Local {
+        super::local(self.cfg)
+    }
     fn fail(&mut self, code: ErrorCode, why: &'static str) {
         self.conn.fail(code, why, self.out);
     }

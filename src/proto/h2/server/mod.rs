@@ -137,6 +137,17 @@ pub(crate) struct ServerConn<B, X> {
     recently_used: [u32; 8],
 }
 
+/// The server's own settings as the core enforces them.
+fn local(cfg: &Http2Config) -> Local {
+    Local {
+        max_frame_size: cfg.max_frame_size,
+        max_header_list_size: cfg.max_header_list_size,
+        header_table_size: cfg.header_table_size,
+        max_idle_frames: cfg.max_idle_frames,
+        resets_remembered: cfg.reset_streams_remembered,
+    }
+}
+
 impl<B: StreamSink, X> ServerConn<B, X> {
     /// A connection that waits for the client's preface; our SETTINGS (and the connection
     /// window beyond the default) go into `out` at once, as §3.4 allows.
@@ -161,16 +172,9 @@ impl<B: StreamSink, X> ServerConn<B, X> {
             (frame::SETTINGS_ENABLE_CONNECT_PROTOCOL, 1),
         ];
         let n = settings.len() - usize::from(!cfg.extended_connect);
-        let local = Local {
-            max_frame_size: cfg.max_frame_size,
-            max_header_list_size: cfg.max_header_list_size,
-            header_table_size: cfg.header_table_size,
-            max_idle_frames: cfg.max_idle_frames,
-            resets_remembered: cfg.reset_streams_remembered,
-        };
         let window = cfg.initial_connection_window;
         ServerConn {
-            core: Core::new(Side::Server, local, &settings[..n], window, now, out),
+            core: Core::new(Side::Server, &local(cfg), &settings[..n], window, out),
             streams: Streams::default(),
             last_stream: 0,
             resets: WindowCount {
