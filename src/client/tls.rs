@@ -1,12 +1,12 @@
 //! `https://` (feature `tls`): [`HttpsConnector`] wraps a connector and runs TLS over the
-//! streams it makes, with the sans-IO machine the server uses (`crate::tls::Session`, in
+//! streams it makes, with the sans-IO machine the server uses (`crate::proto::tls::Session`, in
 //! the client role) and this module as its async driver.
 
 use super::connect::{Connected, Connection, Connector, Forwarding, HttpConnector};
 use super::error::{Error, ErrorKind};
-use crate::engine::conn::{Delivered, Layer};
+use crate::proto::tls::{Event, Session};
 use crate::tls::rustls;
-use crate::tls::Session;
+use crate::tls::TlsInfo;
 use http::uri::{Scheme, Uri};
 use rustls::client::UnbufferedClientConnection;
 use rustls::pki_types::ServerName;
@@ -133,7 +133,7 @@ pub struct TlsStream<S> {
     /// The peer ended its side (close_notify, or the stream's EOF).
     eof: bool,
     opened: bool,
-    info: Option<crate::tls::TlsInfo>,
+    info: Option<TlsInfo>,
 }
 
 impl<S: Connection> TlsStream<S> {
@@ -154,7 +154,7 @@ impl<S: Connection> TlsStream<S> {
     }
 
     /// What the handshake negotiated.
-    pub fn tls_info(&self) -> Option<&crate::tls::TlsInfo> {
+    pub fn tls_info(&self) -> Option<&TlsInfo> {
         self.info.as_ref()
     }
 
@@ -184,11 +184,11 @@ impl<S: Connection> TlsStream<S> {
             .session
             .receive(&mut self.incoming, &mut wire, &mut |d| {
                 match d {
-                    Delivered::Opened(negotiated) => {
+                    Event::Opened(state) => {
                         *opened = true;
-                        *info = negotiated.downcast().ok().map(|i| *i);
+                        *info = Some(TlsInfo::new(state));
                     }
-                    Delivered::Data(p) => plain.extend_from_slice(p),
+                    Event::Data(p) => plain.extend_from_slice(p),
                 }
                 true
             });

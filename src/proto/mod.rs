@@ -2,7 +2,7 @@
 //! deadlines out. Nothing here owns a socket, a thread, a clock or a task (the layer check,
 //! `scripts/layers`, keeps `engine` out), so each is tested deterministically and its
 //! parsers fuzzed. Their drivers, which join them to connections, are the modules above:
-//! `http` (the server), `client`, `ws`, `tls`, `mux`, `dial`, `proxy`.
+//! `http` (the server), `client`, `ws`, `tls` (TLS's record layer), `mux`, `dial`, `proxy`.
 
 pub(crate) mod date;
 pub(crate) mod detect;
@@ -10,6 +10,8 @@ pub(crate) mod h1;
 pub(crate) mod h2;
 pub(crate) mod shared;
 pub(crate) mod socks;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;
 pub(crate) mod tunnel;
 #[cfg(feature = "ws")]
 pub(crate) mod ws;

@@ -31,20 +31,18 @@
 //!
 //! rustls is re-exported ([`rustls`]) so that a config is built with the same version.
 
-pub(crate) mod session;
+mod layer;
 #[cfg(test)]
 mod tests;
 mod ticket;
 
 pub use rustls;
 
-#[cfg(feature = "ws")]
-use crate::engine::conn::Layer;
 use crate::engine::conn::{Conn, Handler, Info, Shared};
+use crate::proto::tls::Session;
 use rustls::pki_types::CertificateDer;
 use rustls::server::UnbufferedServerConnection;
 use rustls::{CipherSuite, CommonState, HandshakeKind, ProtocolVersion, ServerConfig};
-pub(crate) use session::Session;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -119,9 +117,14 @@ impl Shared for TlsInfo {
 }
 
 impl TlsInfo {
+    /// What a session negotiated.
+    pub(crate) fn new(state: &CommonState) -> TlsInfo {
+        TlsInfo(Arc::new(Negotiated::of(state)))
+    }
+
     /// What the connection's session negotiated, as a layer hands it to the connection.
     pub(crate) fn of(state: &CommonState) -> Info {
-        Info::new(Arc::new(Negotiated::of(state)))
+        Info::new(TlsInfo::new(state).0)
     }
 
     /// The protocol chosen by ALPN (`b"http/1.1"`, `b"h2"`), if any.
@@ -271,7 +274,7 @@ impl Handler for TlsClient {
                 // The client speaks first: its ClientHello leaves before the layer is in
                 // place (what is sent before it goes out as it is).
                 let mut hello = Vec::new();
-                let started = Layer::receive(&mut session, &mut [], &mut hello, &mut |_| true);
+                let started = session.receive(&mut [], &mut hello, &mut |_| true);
                 if let Err(e) = started.and_then(|_| conn.send(&hello)) {
                     tracing::debug!(error = %e, "could not start a TLS client session");
                     return conn.close();

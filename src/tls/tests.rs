@@ -1,9 +1,8 @@
 //! The TLS machine driven deterministically: a rustls client in memory as the peer, a
 //! fake clock, no sockets.
 
-use super::session::{sealed_len, Session, MAX_RECORD};
 use super::TlsInfo;
-use crate::engine::conn::{Delivered, Layer};
+use crate::proto::tls::{sealed_len, Event, Session, MAX_RECORD};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::server::UnbufferedServerConnection;
@@ -123,11 +122,11 @@ impl Driver {
         let (mut opened, mut plain, mut info) = (0, Vec::new(), None);
         let res = self.session.receive(&mut input, &mut wire, &mut |d| {
             match d {
-                Delivered::Opened(i) => {
+                Event::Opened(state) => {
                     opened += 1;
-                    info = i.downcast::<TlsInfo>().ok().map(|i| *i);
+                    info = Some(TlsInfo::new(state));
                 }
-                Delivered::Data(p) => plain.extend_from_slice(p),
+                Event::Data(p) => plain.extend_from_slice(p),
             }
             true
         });
@@ -434,8 +433,8 @@ fn sealing_between_pieces_of_a_fragmented_handshake_message() {
             let r = client
                 .receive(kept, &mut wire, &mut |d| {
                     match d {
-                        Delivered::Opened(_) => opened = true,
-                        Delivered::Data(p) => got.extend_from_slice(p),
+                        Event::Opened(_) => opened = true,
+                        Event::Data(p) => got.extend_from_slice(p),
                     }
                     true
                 })

@@ -6,8 +6,8 @@
 //! into records when the round flushes, so a round's responses leave in as few records as
 //! fit (16 KiB each) and in the round's one write, instead of a record per send.
 //!
-//! The layer itself is a sans-IO machine (`crate::tls::Session`); this module is its
-//! driver on the connection: buffers, the handshake deadline, sealing ahead of the socket.
+//! The layer itself is a sans-IO machine (`crate::proto::tls::Session`, made a `Layer` by
+//! `crate::tls`); this module is its driver on the connection: buffers, the handshake deadline, sealing ahead of the socket.
 
 use super::live::Admission;
 use super::output::Output;
@@ -55,15 +55,6 @@ pub(crate) trait Shared: Sized {
 impl Info {
     pub(crate) fn new<T: Any + Send + Sync>(shared: Arc<T>) -> Info {
         Info(shared)
-    }
-
-    /// As `T`, if that is what the layer made (boxed, as `Box<dyn Any>::downcast`).
-    #[cfg(any(feature = "client", test))]
-    pub(crate) fn downcast<T: Shared>(self) -> Result<Box<T>, Info> {
-        match self.0.downcast::<T::Inner>() {
-            Ok(inner) => Ok(Box::new(T::from_shared(inner))),
-            Err(other) => Err(Info(other)),
-        }
     }
 
     fn get<T: Shared>(&self) -> Option<T> {

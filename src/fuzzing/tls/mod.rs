@@ -2,8 +2,7 @@
 //! arbitrary bytes, in pieces. Not part of the API. The certificate and key are a
 //! throwaway self-signed pair made for this (`CN=fuzz.fibr.invalid`); they protect nothing.
 
-use crate::engine::conn::{Delivered, Layer};
-use crate::tls::session::{Session, MAX_RECORD};
+use crate::proto::tls::{Event, Session, MAX_RECORD};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::UnbufferedServerConnection;
@@ -59,8 +58,8 @@ pub fn serve_records(pieces: &[&[u8]], answer_plain_http: bool) -> Outcome {
         let mut wire = Vec::new();
         let res = session.receive(&mut kept, &mut wire, &mut |d| {
             match d {
-                Delivered::Opened(_) => out.opened = true,
-                Delivered::Data(p) => out.plaintext.extend_from_slice(p),
+                Event::Opened(_) => out.opened = true,
+                Event::Data(p) => out.plaintext.extend_from_slice(p),
             }
             true
         });

@@ -1,9 +1,9 @@
-//! TLS as a sans-IO machine over rustls's unbuffered API: ciphertext in (processed in
-//! place in the caller's buffer), plaintext and the bytes to send back out, plus the
-//! handshake deadline. No socket, thread or clock: the time comes in at creation.
+//! TLS as a sans-IO machine over rustls's unbuffered API, both roles: ciphertext in
+//! (processed in place in the caller's buffer), plaintext and the bytes to send back out,
+//! plus the handshake deadline. No socket, thread or clock: the time comes in at creation.
+//! Its driver is `crate::tls`, which makes it the engine's record layer (and what the
+//! handshake negotiated a `TlsInfo`); the client's `TlsStream` drives it the same way.
 
-use super::TlsInfo;
-use crate::engine::conn::{Delivered, Layer, Received};
 use rustls::client::{ClientConnectionData, UnbufferedClientConnection};
 use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::unbuffered::{
@@ -63,6 +63,23 @@ enum Phase {
     Done,
 }
 
+/// What [`Session::receive`] hands on, in order.
+pub(crate) enum Event<'a> {
+    /// The handshake finished (before any application data); what it negotiated.
+    Opened(&'a CommonState),
+    /// Decrypted application data.
+    Data(&'a [u8]),
+}
+
+/// What one [`Session::receive`] did with its input.
+#[derive(Debug)]
+pub(crate) struct Received {
+    /// Bytes of the input used up; the rest (a partial record) is offered again, with more.
+    pub consumed: usize,
+    /// The peer ended its side cleanly (`close_notify`).
+    pub peer_closed: bool,
+}
+
 /// One TLS connection (either role).
 pub(crate) struct Session<R> {
     conn: R,
@@ -90,11 +107,15 @@ impl<R: Role> Session<R> {
         self
     }
 
-    fn receive_records(
+    /// Processes the bytes read (in place). `wire` takes what must be sent back
+    /// (handshake messages, alerts, an answer to plain HTTP); `deliver` returns false once
+    /// the connection is gone (the rest is decrypted and dropped). An error means the
+    /// connection must close after `wire` is written.
+    pub(crate) fn receive(
         &mut self,
         input: &mut [u8],
         wire: &mut Vec<u8>,
-        deliver: &mut dyn FnMut(Delivered<'_>) -> bool,
+        deliver: &mut dyn FnMut(Event<'_>) -> bool,
     ) -> io::Result<Received> {
         if self.phase == Phase::Done {
             return Ok(Received {
@@ -127,7 +148,7 @@ impl<R: Role> Session<R> {
                         while let Some(record) = records.next_record() {
                             let record = record.map_err(tls_error)?;
                             if alive {
-                                alive = deliver(Delivered::Data(record.payload));
+                                alive = deliver(Event::Data(record.payload));
                             }
                         }
                     }
@@ -151,7 +172,7 @@ impl<R: Role> Session<R> {
             if self.phase == Phase::Handshaking && !self.conn.common().is_handshaking() {
                 self.phase = Phase::Open;
                 if alive {
-                    alive = deliver(Delivered::Opened(TlsInfo::of(self.conn.common())));
+                    alive = deliver(Event::Opened(self.conn.common()));
                 }
                 continue;
             }
@@ -207,9 +228,10 @@ impl<R: Role> Session<R> {
         }
     }
 
-    /// `pending`: the input kept since the last `receive` (a partial record). rustls must
-    /// be shown it again: a partial handshake message is tracked by its place in it.
-    fn seal_records(
+    /// Seals `plain` into records appended to `wire`. `pending`: the input kept since the
+    /// last `receive` (a partial record). rustls must be shown it again: a partial
+    /// handshake message is tracked by its place in it.
+    pub(crate) fn seal(
         &mut self,
         pending: &mut [u8],
         plain: &[u8],
@@ -247,7 +269,8 @@ impl<R: Role> Session<R> {
         }
     }
 
-    fn close_records(&mut self, pending: &mut [u8], wire: &mut Vec<u8>) {
+    /// Appends the end of our side (`close_notify`), once; nothing if it cannot be sent.
+    pub(crate) fn close(&mut self, pending: &mut [u8], wire: &mut Vec<u8>) {
         if self.phase != Phase::Open {
             self.phase = Phase::Done;
             return;
@@ -271,43 +294,14 @@ impl<R: Role> Session<R> {
         }
     }
 
+    /// True once the handshake is done (and until the close).
     pub(crate) fn is_open(&self) -> bool {
         self.phase == Phase::Open
     }
-}
 
-impl<R: Role> Layer for Session<R> {
-    fn receive(
-        &mut self,
-        input: &mut [u8],
-        wire: &mut Vec<u8>,
-        deliver: &mut dyn FnMut(Delivered<'_>) -> bool,
-    ) -> io::Result<Received> {
-        self.receive_records(input, wire, deliver)
-    }
-
-    fn sealed_len(&self, plain: usize) -> usize {
-        sealed_len(plain)
-    }
-
-    fn seal(&mut self, pending: &mut [u8], plain: &[u8], wire: &mut Vec<u8>) -> io::Result<()> {
-        self.seal_records(pending, plain, wire)
-    }
-
-    fn close(&mut self, pending: &mut [u8], wire: &mut Vec<u8>) {
-        self.close_records(pending, wire)
-    }
-
-    fn is_open(&self) -> bool {
-        Session::is_open(self)
-    }
-
-    fn deadline(&self) -> Option<Instant> {
+    /// When the handshake must have finished (None once it has, or without a timeout).
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         self.deadline.filter(|_| !self.is_open())
-    }
-
-    fn max_record(&self) -> usize {
-        MAX_RECORD
     }
 }
 
