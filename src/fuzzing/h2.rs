@@ -703,7 +703,7 @@ impl H2Conn {
         h.max_idle_frames = c.max_idle_frames;
         let now = std::time::Instant::now();
         let mut out = Vec::new();
-        let conn = h2server::ServerConn::new(now, &cfg.http2, &mut out);
+        let conn = h2server::ServerConn::new(now, &cfg.h2_limits(), &mut out);
         let mut me = H2Conn {
             conn,
             cfg,
@@ -734,8 +734,13 @@ impl H2Conn {
     /// service answers, then the round ends.
     pub fn receive(&mut self, bytes: &[u8]) {
         let clock = self.clock();
-        self.conn
-            .receive(clock, bytes, &self.cfg.http2, &mut self.d, &mut self.out);
+        self.conn.receive(
+            clock,
+            bytes,
+            &self.cfg.h2_limits(),
+            &mut self.d,
+            &mut self.out,
+        );
         if self.h2cfg.answer_each_round {
             self.answer();
         }

@@ -133,13 +133,13 @@ where
             let state: H2State<S, B> = H2State {
                 svc,
                 waker: conn.waker(),
-                h2: ServerConn::new(Instant::now(), &cfg.http2, out),
+                h2: ServerConn::new(Instant::now(), limits, out),
                 timer: None,
                 tls,
             };
             conn.set_context(state);
             with_h2::<S, B, _>(conn, |st| {
-                st.receive(data, cfg, out);
+                st.receive(data, cfg, limits, out);
                 st.drive(conn, cfg, limits, out);
             });
         });
@@ -163,7 +163,7 @@ where
             let state: H2State<S, B> = H2State {
                 svc,
                 waker: conn.waker(),
-                h2: ServerConn::new(Instant::now(), &cfg.http2, out),
+                h2: ServerConn::new(Instant::now(), limits, out),
                 timer: None,
                 tls,
             };
@@ -176,7 +176,7 @@ where
                     tls: &st.tls,
                 };
                 st.h2.accept_upgrade(&up.settings, up.head, &mut calls, out);
-                st.receive(&up.rest, cfg, out);
+                st.receive(&up.rest, cfg, limits, out);
                 st.drive(conn, cfg, limits, out);
             });
         });
@@ -195,7 +195,7 @@ where
             if draining {
                 self.h2.drain(out);
             }
-            self.receive(data, cfg, out);
+            self.receive(data, cfg, limits, out);
             self.drive(conn, cfg, limits, out);
         });
     }
@@ -206,7 +206,13 @@ where
         with_round_output(|out| self.drive(conn, cfg, limits, out));
     }
 
-    fn receive(&mut self, data: &[u8], cfg: &ServerConfig, out: &mut Vec<u8>) {
+    fn receive(
+        &mut self,
+        data: &[u8],
+        cfg: &ServerConfig,
+        limits: &ServerLimits,
+        out: &mut Vec<u8>,
+    ) {
         if data.is_empty() {
             return;
         }
@@ -217,7 +223,7 @@ where
             tls: &self.tls,
         };
         self.h2
-            .receive(round_clock(), data, &cfg.http2, &mut calls, out);
+            .receive(round_clock(), data, limits, &mut calls, out);
     }
 
     /// Polls every stream, writes what is ready, sends the round's output and applies the

@@ -157,7 +157,7 @@ impl Net {
         let mut to_server = Vec::new();
         let mut to_client = Vec::new();
         let client = ClientConn::new(&ccfg, now, &mut to_server);
-        let server = ServerConn::new(now, &limits.http2, &mut to_client);
+        let server = ServerConn::new(now, &limits, &mut to_client);
         let mut net = Net {
             client,
             server,
@@ -193,9 +193,9 @@ impl Net {
             let bytes = std::mem::take(&mut self.to_server);
             self.longest = self.longest.max(bytes.len());
             let (server, d, out) = (&mut self.server, &mut self.d, &mut self.to_client);
-            let h2 = &self.limits.http2;
+            let limits = &self.limits;
             self.how
-                .deliver(&bytes, |b| server.receive(clock, b, h2, d, out));
+                .deliver(&bytes, |b| server.receive(clock, b, limits, d, out));
             self.closed |= self.server.end_round(clock, &self.limits, out).close;
             let bytes = std::mem::take(&mut self.to_client);
             self.longest = self.longest.max(bytes.len());

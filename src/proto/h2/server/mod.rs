@@ -151,7 +151,8 @@ fn local(cfg: &Http2Config) -> Local {
 impl<B: StreamSink, X> ServerConn<B, X> {
     /// A connection that waits for the client's preface; our SETTINGS (and the connection
     /// window beyond the default) go into `out` at once, as §3.4 allows.
-    pub(crate) fn new(now: Instant, cfg: &Http2Config, out: &mut Vec<u8>) -> ServerConn<B, X> {
+    pub(crate) fn new(now: Instant, limits: &ServerLimits, out: &mut Vec<u8>) -> ServerConn<B, X> {
+        let cfg = &limits.http2;
         let settings = [
             (frame::SETTINGS_HEADER_TABLE_SIZE, cfg.header_table_size),
             (frame::SETTINGS_ENABLE_PUSH, 0),
@@ -195,7 +196,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         &mut self,
         clock: Clock,
         data: &[u8],
-        cfg: &Http2Config,
+        limits: &ServerLimits,
         d: &mut D,
         out: &mut Vec<u8>,
     ) where
@@ -204,7 +205,7 @@ impl<B: StreamSink, X> ServerConn<B, X> {
         let mut rx = frames::Rx {
             conn: self,
             clock,
-            cfg,
+            cfg: &limits.http2,
             d,
             out,
         };

@@ -149,7 +149,7 @@ impl T {
     fn with(cfg: ServerConfig) -> T {
         let now = Instant::now();
         let mut out = Vec::new();
-        let conn = ServerConn::new(now, &cfg.http2, &mut out);
+        let conn = ServerConn::new(now, &cfg.h2_limits(), &mut out);
         T {
             conn,
             cfg,
@@ -181,7 +181,7 @@ impl T {
         self.conn.receive(
             clock(self.now),
             bytes,
-            &self.cfg.http2,
+            &self.cfg.h2_limits(),
             &mut self.d,
             &mut self.out,
         );
