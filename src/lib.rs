@@ -78,6 +78,7 @@ macro_rules! config_setters {
 pub mod client;
 mod dial;
 mod engine;
+pub mod fs;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 /// Bytes read per frame when the body is polled rather than sent with sendfile.
@@ -106,6 +107,85 @@ impl Body for FileBody {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.remaining)
+    }
+}
+
+/// A [`FileBody`] that survives being boxed: the response carries it twice, as its body
+/// ([`SharedFileBody`], which reads the file if polled) and as an extension (this), so
+/// that fibr's HTTP/1 server can still find it behind an axum `Body` or another box and
+/// send it with sendfile(2). Whoever takes the file first sends it.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedFile {
+    slot: Arc<Mutex<Option<FileBody>>>,
+    len: u64,
+}
+
+impl SharedFile {
+    /// The extension and the body for `file`.
+    pub(crate) fn new(file: FileBody) -> (SharedFile, SharedFileBody) {
+        let len = file.len();
+        let shared = SharedFile {
+            slot: Arc::new(Mutex::new(Some(file))),
+            len,
+        };
+        let body = SharedFileBody {
+            shared: shared.clone(),
+            taken: None,
+        };
+        (shared, body)
+    }
+
+    /// The file, unless the body took it; `exact` is the response body's exact length
+    /// as the server sees it: a middleware that changed the body (compression) changed
+    /// that too, and the file is then left to the body.
+    pub(crate) fn claim(&self, exact: Option<u64>) -> Option<FileBody> {
+        if exact != Some(self.len) {
+            return None;
+        }
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// The body half of a [`SharedFile`]: polled, it takes the file and reads it in chunks;
+/// if the server took the file, it is empty.
+#[derive(Debug)]
+pub(crate) struct SharedFileBody {
+    shared: SharedFile,
+    taken: Option<FileBody>,
+}
+
+impl Body for SharedFileBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = &mut *self;
+        if this.taken.is_none() {
+            match this
+                .shared
+                .slot
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+            {
+                Some(file) => this.taken = Some(file),
+                None => return Poll::Ready(None),
+            }
+        }
+        match &mut this.taken {
+            Some(file) => Pin::new(file).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.taken {
+            Some(file) => file.size_hint(),
+            None => SizeHint::with_exact(self.shared.len),
+        }
     }
 }
 

@@ -25,7 +25,7 @@
 
 mod body;
 mod config;
-mod file;
+pub(crate) mod file;
 #[cfg(feature = "http3")]
 pub(crate) mod http3;
 mod panic;

@@ -10,7 +10,7 @@ use crate::engine::conn::Conn;
 use crate::engine::time::Sleep;
 use crate::http::body::{BodySender, Incoming};
 use crate::http::config::ServerConfig;
-use crate::http::file::FileBody;
+use crate::http::file::{FileBody, SharedFile};
 use crate::http::pump::{pump, Pumped, Room, Sink};
 use crate::http::service::BoxError;
 use crate::http::service::MakeService;
@@ -397,10 +397,19 @@ where
         Started::Done(after) => return Some(after),
         Started::Body(framing) => framing,
     };
-    if let (BodyFraming::Length(_), Some(file)) = (
-        framing,
-        (&mut body as &mut dyn Any).downcast_mut::<FileBody>(),
-    ) {
+    // A file: the body itself, or one a service shared behind a box (`fibr::fs`).
+    let sized = matches!(framing, BodyFraming::Length(_));
+    let is_file = (&mut body as &mut dyn Any).is::<FileBody>();
+    let mut shared = match parts.extensions.get::<SharedFile>() {
+        Some(f) if sized && !is_file => f.claim(exact),
+        _ => None,
+    };
+    let file = match &mut shared {
+        Some(file) => Some(file),
+        None if sized => (&mut body as &mut dyn Any).downcast_mut::<FileBody>(),
+        None => None,
+    };
+    if let Some(file) = file {
         // A file: the head goes first, then the kernel copies the file.
         let _ = conn.send(out);
         out.clear();
