@@ -317,3 +317,59 @@ fn the_cache_stays_within_its_bounds() {
     assert_eq!(get(&s, "/f1.bin", &[]).1, vec![1u8; 1000]);
     assert_eq!(s.inner.cache.held(), 0);
 }
+
+/// Behind axum's boxing, a large file still reaches fibr's HTTP/1 server as a file: the
+/// server takes it for sendfile(2) (and the bytes arrive whole); under a middleware that
+/// changes the body (compression) it is left to the body, which is read.
+#[cfg(feature = "axum")]
+#[test]
+fn the_http1_server_finds_the_file_behind_axum() {
+    use crate::engine::runtime::{run, spawn};
+    use crate::http::file::CLAIMED;
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    let d = Dir::new("sendfile");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    d.write("big.bin", &data)
+        .write("big.txt", &vec![b'a'; 300_000]);
+    let app = axum::Router::new()
+        .nest_service("/plain", ServeDir::new(&d.0))
+        .nest_service(
+            "/zipped",
+            tower::ServiceBuilder::new()
+                .layer(tower_http::compression::CompressionLayer::new())
+                .service(ServeDir::new(&d.0)),
+        );
+    let listener = run(crate::engine::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(spawn(
+        async move { crate::http::serve(listener, app).await },
+    ));
+    let fetch = |path: &str, extra: &str| -> Vec<u8> {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\n{extra}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut all = Vec::new();
+        s.read_to_end(&mut all).unwrap();
+        let at = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        all.split_off(at)
+    };
+    let before = CLAIMED.load(Ordering::Relaxed);
+    assert!(fetch("/plain/big.bin", "") == data);
+    assert_eq!(
+        CLAIMED.load(Ordering::Relaxed),
+        before + 1,
+        "sent as a file"
+    );
+    let zipped = fetch("/zipped/big.txt", "Accept-Encoding: gzip\r\n");
+    assert!(zipped.len() < 10_000, "compressed: {} bytes", zipped.len());
+    assert_eq!(
+        CLAIMED.load(Ordering::Relaxed),
+        before + 1,
+        "compressed: read, not sent"
+    );
+}

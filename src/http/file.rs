@@ -142,9 +142,18 @@ impl SharedFile {
         if exact != Some(self.len) {
             return None;
         }
-        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+        let file = self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        #[cfg(test)]
+        if file.is_some() {
+            CLAIMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        file
     }
 }
+
+/// Files the server took from a [`SharedFile`] (tests tell sendfile from polling by it).
+#[cfg(test)]
+pub(crate) static CLAIMED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The body half of a [`SharedFile`]: polled, it takes the file and reads it in chunks;
 /// if the server took the file, it is empty.
