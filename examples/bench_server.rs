@@ -54,6 +54,9 @@
 //! (`benches/peers`' `h3_quinn`). Its load is `GET /`, and `GET /bytes/{n}`, which streams
 //! `n` bytes in 64 KiB slices of one static buffer (the download).
 //!
+//! `BENCH_STATIC_DIR=DIR` adds the files under `DIR` at `/static/`: `fibr::fs::ServeDir` in
+//! the fibr modes, tower-http's `ServeDir` in mode `axum` (`benches/files.rs`).
+//!
 //! `BENCH_GRPC=1 bench_server fibr PORT` serves the gRPC example's `fibr.example.Echo`
 //! (`examples/grpc/echo.rs`, in a `tonic::service::Routes` of its own) instead of the
 //! `Router`, with `fibr::serve` on the same engine: the fibr side of the gRPC scenario,
@@ -131,8 +134,22 @@ fn native_ws_app() -> Router {
     )
 }
 
-/// The app of mode `which`.
+/// The app of mode `which`, with the files under `BENCH_STATIC_DIR` at `/static` when it
+/// is set: fibr's `fibr::fs::ServeDir` in the fibr modes, tower-http's `ServeDir` (on
+/// tokio's blocking pool) in mode `axum`.
 fn app_for(which: &str) -> io::Result<Router> {
+    let app = routes_for(which)?;
+    let Some(dir) = std::env::var_os("BENCH_STATIC_DIR") else {
+        return Ok(app);
+    };
+    Ok(match which {
+        "axum" => app.nest_service("/static", tower_http::services::ServeDir::new(dir)),
+        _ => app.nest_service("/static", fibr::fs::ServeDir::new(dir)),
+    })
+}
+
+/// The routes of mode `which`.
+fn routes_for(which: &str) -> io::Result<Router> {
     match which {
         "fibr" | "axum" => Ok(app()),
         #[cfg(all(feature = "axum", feature = "ws"))]

@@ -38,6 +38,8 @@ pub(crate) struct Variant {
 pub(crate) struct Resolved {
     /// The directory the files are in (what a watch covers).
     pub dir: PathBuf,
+    /// The identity file's `Content-Type`.
+    pub content_type: HeaderValue,
     pub identity: Variant,
     pub twins: Vec<(Twin, Variant)>,
 }
@@ -61,9 +63,6 @@ impl Resolved {
     }
 }
 
-/// The cache key: the request path relative to the root, and whether it ended in `/`.
-pub(crate) type Key = (PathBuf, bool);
-
 pub(crate) struct Cache {
     entries: RwLock<Entries>,
     /// Bumped by every invalidation: an entry resolved before a bump is not inserted.
@@ -73,7 +72,8 @@ pub(crate) struct Cache {
 
 #[derive(Default)]
 struct Entries {
-    map: HashMap<Key, Arc<Resolved>>,
+    /// By the request's path as it came (still percent-encoded): a hit needs no decoding.
+    map: HashMap<String, Arc<Resolved>>,
     held: u64,
 }
 
@@ -92,17 +92,17 @@ impl Cache {
     }
 
     /// A cached resolution; with `validate`, only if a `stat` shows it unchanged.
-    pub(crate) fn get(&self, key: &Key, validate: bool) -> Option<Arc<Resolved>> {
-        let hit = self.read().map.get(key).cloned()?;
+    pub(crate) fn get(&self, path: &str, validate: bool) -> Option<Arc<Resolved>> {
+        let hit = self.read().map.get(path).cloned()?;
         if validate && !hit.unchanged() {
-            self.remove_where(|k, _| k == key);
+            self.remove_where(|k, _| k == path);
             return None;
         }
         Some(hit)
     }
 
     /// Keeps `resolved` unless something changed since `generation` (or it cannot fit).
-    pub(crate) fn insert(&self, key: Key, resolved: Arc<Resolved>, generation: u64) {
+    pub(crate) fn insert(&self, key: String, resolved: Arc<Resolved>, generation: u64) {
         let cost = resolved.cost();
         if cost > self.max_total {
             return;
@@ -146,7 +146,7 @@ impl Cache {
         self.read().held
     }
 
-    fn remove_where(&self, drop: impl Fn(&Key, &Resolved) -> bool) {
+    fn remove_where(&self, drop: impl Fn(&str, &Resolved) -> bool) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         let mut e = self.entries.write().unwrap_or_else(|e| e.into_inner());
         let mut freed = 0;

@@ -36,7 +36,7 @@ pub use body::Body;
 
 use crate::http::file::{FileBody, SharedFile};
 use bytes::Bytes;
-use cache::{mtime, whole_seconds, Cache, Key, Resolved, Variant};
+use cache::{mtime, whole_seconds, Cache, Resolved, Variant};
 use conditional::{Answer, Validators};
 use encoding::Twin;
 use http::header::{self, HeaderValue};
@@ -140,17 +140,13 @@ impl ServeDir {
                 return r;
             }
         };
-        let key: Key = match request_path::relative(path) {
-            Ok(key) => key,
-            Err(request_path::Refused::BadEncoding) => {
-                return plain(StatusCode::BAD_REQUEST, "malformed percent-encoding\n")
-            }
-            Err(request_path::Refused::Traversal) => return not_found(),
-        };
-        let resolved = match self.resolve(&key) {
+        let resolved = match self.resolve(path) {
             Ok(Found::File(r)) => r,
             Ok(Found::Directory) => return redirect_to_slash(path),
-            Err(_) => return not_found(),
+            Ok(Found::Refused(request_path::Refused::BadEncoding)) => {
+                return plain(StatusCode::BAD_REQUEST, "malformed percent-encoding\n")
+            }
+            Ok(Found::Refused(request_path::Refused::Traversal)) | Err(_) => return not_found(),
         };
         let accepted = if resolved.twins.is_empty() {
             Vec::new()
@@ -197,8 +193,7 @@ impl ServeDir {
                 HeaderValue::from_static(t.coding()),
             );
         }
-        let ct = mime::content_type(&resolved.identity.path);
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+        h.insert(header::CONTENT_TYPE, resolved.content_type.clone());
         resp
     }
 
@@ -224,16 +219,20 @@ impl ServeDir {
     }
 
     /// The request path's file, from the cache or the disk.
-    fn resolve(&self, key: &Key) -> io::Result<Found> {
+    fn resolve(&self, request_path: &str) -> io::Result<Found> {
         let validate = !self.watching();
-        if let Some(hit) = self.inner.cache.get(key, validate) {
+        if let Some(hit) = self.inner.cache.get(request_path, validate) {
             return Ok(Found::File(hit));
         }
         let generation = self.inner.cache.generation();
-        let mut path = self.inner.root.join(&key.0);
+        let (relative, slash) = match request_path::relative(request_path) {
+            Ok(rel) => rel,
+            Err(refused) => return Ok(Found::Refused(refused)),
+        };
+        let mut path = self.inner.root.join(relative);
         let mut meta = std::fs::metadata(&path)?;
         if meta.is_dir() {
-            if !key.1 {
+            if !slash {
                 return Ok(Found::Directory);
             }
             let index = self.inner.cfg.index_files.iter().find_map(|name| {
@@ -244,7 +243,7 @@ impl ServeDir {
                     .map(|m| (p, m))
             });
             (path, meta) = index.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-        } else if key.1 || !meta.is_file() {
+        } else if slash || !meta.is_file() {
             // `file.txt/`, a device, a socket: nothing to serve.
             return Err(io::ErrorKind::NotFound.into());
         }
@@ -273,15 +272,17 @@ impl ServeDir {
                 }
             }
         }
+        let content_type = HeaderValue::from_static(mime::content_type(&path));
         let resolved = Arc::new(Resolved {
             dir,
+            content_type,
             identity,
             twins,
         });
         if cacheable {
             self.inner
                 .cache
-                .insert(key.clone(), resolved.clone(), generation);
+                .insert(request_path.to_owned(), resolved.clone(), generation);
         }
         Ok(Found::File(resolved))
     }
@@ -355,6 +356,8 @@ enum Found {
     File(Arc<Resolved>),
     /// A directory asked for without its `/`.
     Directory,
+    /// A path that could lead out of the root, or is malformed.
+    Refused(request_path::Refused),
 }
 
 impl<B> tower_service::Service<Request<B>> for ServeDir {

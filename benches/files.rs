@@ -1,0 +1,444 @@
+//! Static files (issue 30): fibr's `fibr::fs::ServeDir` against nginx and tower-http's
+//! `ServeDir`, side by side in one run: `cargo bench --bench files`.
+//!
+//! ```sh
+//! cargo bench --bench files                      # 5 s phases, 3 runs
+//! cargo bench --bench files -- --quick           # 1 s phases, 1 run
+//! cargo bench --bench files -- --runs 5 --only file-1k   # some scenarios: file-1k file-100m
+//! ```
+//!
+//! The servers, each pinned to the first CPU this process may use, one worker each:
+//!
+//! - **fibr**: `examples/bench_server.rs fibr` with `BENCH_STATIC_DIR`: the bench `Router`
+//!   with `fibr::fs::ServeDir` nested at `/static` (`nest_service`), on `fibr::serve`;
+//! - **nginx**: Debian's nginx, started by this bench from a config it writes: one worker
+//!   process, `sendfile on`, `tcp_nopush on`, `open_file_cache`, no access log,
+//!   `location /static/ { alias DIR/; }`;
+//! - **axum**: `bench_server axum` with `BENCH_STATIC_DIR`: the same `Router` with
+//!   tower-http's `ServeDir` on `axum::serve` (a tokio runtime with one worker; tower-http
+//!   reads files on tokio's blocking pool, whose threads count too).
+//!
+//! Scenarios (the load generator, wrk, pinned to the second CPU; a 1 s warm-up first):
+//!
+//! - **file-1k**: `wrk -t1 -c100` GET `/static/1k.bin` (1 KiB, keep-alive): server CPU µs per
+//!   request, and requests/s;
+//! - **file-100m**: `wrk -t1 -c1` GET `/static/100m.bin` (100 MiB) one after another on one
+//!   connection: server CPU ms per GiB sent (whole files counted), and GiB/s.
+//!
+//! Server CPU is utime + stime from `/proc` (for nginx, its master and worker). Figures are
+//! medians over the runs (min–max); the servers are alternated within a run. Ratios are
+//! fibr / nginx and fibr / axum. Servers are killed on every path and die with this process.
+
+#[path = "support/os.rs"]
+mod os_support;
+#[path = "support/server.rs"]
+mod server_support;
+#[path = "support/skip.rs"]
+mod skip;
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use server_support::{pinned_command, process_cpu_us, ServerChild};
+
+const SMALL: usize = 1024;
+const LARGE: usize = 100 * 1024 * 1024;
+const GIB: f64 = (1u64 << 30) as f64;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Scenario {
+    Small,
+    Large,
+}
+
+impl Scenario {
+    const ALL: [Scenario; 2] = [Scenario::Small, Scenario::Large];
+
+    fn key(self) -> &'static str {
+        match self {
+            Scenario::Small => "file-1k",
+            Scenario::Large => "file-100m",
+        }
+    }
+
+    fn units(self) -> (&'static str, &'static str) {
+        match self {
+            Scenario::Small => ("server CPU µs/request", "requests/s"),
+            Scenario::Large => ("server CPU ms/GiB", "GiB/s"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Server {
+    Fibr,
+    Nginx,
+    Axum,
+}
+
+impl Server {
+    const ALL: [Server; 3] = [Server::Fibr, Server::Nginx, Server::Axum];
+
+    fn label(self) -> &'static str {
+        match self {
+            Server::Fibr => "fibr::fs",
+            Server::Nginx => "nginx",
+            Server::Axum => "tower-http ServeDir",
+        }
+    }
+}
+
+struct Options {
+    phase: Duration,
+    runs: usize,
+    only: Vec<Scenario>,
+    build: bool,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut o = Options {
+        phase: Duration::from_secs(5),
+        runs: 3,
+        only: Scenario::ALL.to_vec(),
+        build: true,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--bench" => {}
+            "--quick" => {
+                o.phase = Duration::from_secs(1);
+                o.runs = 1;
+            }
+            "--no-build" => o.build = false,
+            "--runs" => {
+                o.runs = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .filter(|&n| n > 0)
+                    .ok_or("--runs takes a positive number")?
+            }
+            "--only" => {
+                let list = args.next().ok_or("--only takes a list")?;
+                o.only = list
+                    .split(',')
+                    .map(|k| {
+                        Scenario::ALL
+                            .into_iter()
+                            .find(|s| s.key() == k)
+                            .ok_or_else(|| format!("unknown scenario {k:?}"))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(o)
+}
+
+/// The files served: `1k.bin` and `100m.bin` in a directory of their own (readable by
+/// nginx's unprivileged worker), removed when dropped.
+struct Files(PathBuf);
+
+impl Files {
+    fn create() -> Result<Files, String> {
+        let dir = std::env::temp_dir().join(format!("fibr-bench-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("nginx/tmp")).map_err(|e| e.to_string())?;
+        let pattern = |len: usize| -> Vec<u8> { (0..len).map(|i| (i % 251) as u8).collect() };
+        std::fs::write(dir.join("1k.bin"), pattern(SMALL)).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("100m.bin"), pattern(LARGE)).map_err(|e| e.to_string())?;
+        Ok(Files(dir))
+    }
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running server: the process to measure (and, for nginx, its workers).
+enum Running {
+    Child(ServerChild),
+    Nginx { master: Child, addr: SocketAddr },
+}
+
+impl Running {
+    fn addr(&self) -> SocketAddr {
+        match self {
+            Running::Child(c) => c.addr,
+            Running::Nginx { addr, .. } => *addr,
+        }
+    }
+
+    /// CPU µs so far of the server's processes.
+    fn cpu_us(&self) -> Result<f64, String> {
+        match self {
+            Running::Child(c) => process_cpu_us(c.pid()),
+            Running::Nginx { master, .. } => {
+                let mut total = process_cpu_us(master.id())?;
+                for pid in children(master.id()) {
+                    total += process_cpu_us(pid).unwrap_or(0.0);
+                }
+                Ok(total)
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Running::Nginx { master, .. } = self {
+            // SIGTERM: nginx's fast shutdown takes its workers with it.
+            // SAFETY: kill takes a pid and a signal number.
+            unsafe { libc::kill(master.id() as i32, libc::SIGTERM) };
+            let _ = master.wait();
+        }
+    }
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                s.rsplit_once(") ")
+                    .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+fn start(
+    server: Server,
+    bench_server: &Path,
+    files: &Files,
+    cpu: usize,
+) -> Result<Running, String> {
+    let dir = files.0.to_str().ok_or("a non-UTF-8 temp dir")?;
+    match server {
+        Server::Fibr | Server::Axum => {
+            let mode = if server == Server::Fibr {
+                "fibr"
+            } else {
+                "axum"
+            };
+            let envs = [("BENCH_STATIC_DIR", dir), ("BENCH_WORKERS", "1")];
+            ServerChild::start(
+                cpu,
+                bench_server,
+                &[mode, "0"],
+                &envs,
+                server.label(),
+                Duration::from_secs(10),
+            )
+            .map(Running::Child)
+        }
+        Server::Nginx => start_nginx(files, cpu),
+    }
+}
+
+/// nginx from a config written beside the files, on a free port.
+fn start_nginx(files: &Files, cpu: usize) -> Result<Running, String> {
+    os_support::which("nginx", "apt-get install nginx; scripts/peers installs it")?;
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let prefix = files.0.join("nginx");
+    let tmp = prefix.join("tmp");
+    let t = tmp.display();
+    let conf = format!(
+        "worker_processes 1;\n\
+         error_log {p}/error.log;\n\
+         pid {p}/nginx.pid;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n\
+           access_log off;\n\
+           sendfile on; tcp_nopush on;\n\
+           open_file_cache max=1000 inactive=60s; open_file_cache_valid 60s;\n\
+           keepalive_requests 10000000; keepalive_timeout 65;\n\
+           types {{ application/octet-stream bin; }}\n\
+           client_body_temp_path {t}/body; proxy_temp_path {t}/proxy;\n\
+           fastcgi_temp_path {t}/fastcgi; uwsgi_temp_path {t}/uwsgi; scgi_temp_path {t}/scgi;\n\
+           server {{ listen {addr}; location /static/ {{ alias {d}/; }} }}\n\
+         }}\n",
+        p = prefix.display(),
+        d = files.0.display(),
+    );
+    let conf_path = prefix.join("nginx.conf");
+    std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
+    let mut cmd = pinned_command(cpu, "nginx");
+    cmd.arg("-p")
+        .arg(&prefix)
+        .arg("-c")
+        .arg(&conf_path)
+        .args(["-g", "daemon off;"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let master = cmd.spawn().map_err(|e| format!("starting nginx: {e}"))?;
+    let running = Running::Nginx { master, addr };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            return Err("nginx did not start listening in time".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(running)
+}
+
+/// Checks that `path` answers 200 with `len` bytes (the servers serve the same files).
+fn check(addr: SocketAddr, path: &str, len: usize) -> Result<(), String> {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{size_download}",
+        ])
+        .arg(format!("http://{addr}{path}"))
+        .output()
+        .map_err(|e| format!("curl: {e}"))?;
+    let got = String::from_utf8_lossy(&out.stdout).to_string();
+    if got != format!("200 {len}") {
+        return Err(format!("GET {path}: {got:?}, not \"200 {len}\""));
+    }
+    Ok(())
+}
+
+/// `wrk -t1 -cCONNS -dSECS URL` pinned to `cpu`: the requests it completed.
+fn wrk(cpu: usize, conns: usize, phase: Duration, url: &str) -> Result<u64, String> {
+    let out = pinned_command(cpu, "wrk")
+        .args([
+            "-t1",
+            &format!("-c{conns}"),
+            &format!("-d{}s", phase.as_secs()),
+        ])
+        .arg(url)
+        .output()
+        .map_err(|e| format!("wrk: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.contains("Non-2xx") || text.contains("Socket errors") {
+        return Err(format!("wrk saw errors:\n{text}"));
+    }
+    text.lines()
+        .find_map(|l| l.trim().split_once(" requests in ")?.0.parse().ok())
+        .ok_or_else(|| format!("no request count in wrk's output:\n{text}"))
+}
+
+/// One phase: (the figure, the throughput).
+fn measure(
+    sc: Scenario,
+    running: &Running,
+    phase: Duration,
+    load_cpu: usize,
+) -> Result<(f64, f64), String> {
+    let (path, conns, size) = match sc {
+        Scenario::Small => ("/static/1k.bin", 100, SMALL),
+        Scenario::Large => ("/static/100m.bin", 1, LARGE),
+    };
+    let addr = running.addr();
+    check(addr, path, size)?;
+    let url = format!("http://{addr}{path}");
+    wrk(load_cpu, conns, Duration::from_secs(1), &url)?;
+    let cpu0 = running.cpu_us()?;
+    let t0 = Instant::now();
+    let requests = wrk(load_cpu, conns, phase, &url)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = running.cpu_us()? - cpu0;
+    if requests == 0 {
+        return Err("no request completed".into());
+    }
+    Ok(match sc {
+        Scenario::Small => (cpu / requests as f64, requests as f64 / secs),
+        Scenario::Large => {
+            let gib = requests as f64 * LARGE as f64 / GIB;
+            (cpu / 1000.0 / gib, gib / secs)
+        }
+    })
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    s[s.len() / 2]
+}
+
+fn spread(v: &[f64]) -> String {
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{:.2} ({min:.2}–{max:.2})", median(v))
+}
+
+fn run() -> Result<(), String> {
+    let o = parse_args()?;
+    os_support::which("wrk", "apt-get install wrk")?;
+    os_support::which("curl", "apt-get install curl")?;
+    let (server_cpu, load_cpu) = os_support::pick_cpus()?;
+    let bench_server = os_support::find_server(o.build)?;
+    os_support::pin_to(load_cpu).map_err(|e| format!("pinning to CPU {load_cpu}: {e}"))?;
+    let files = Files::create()?;
+    eprintln!(
+        "files bench: servers on CPU {server_cpu}, wrk on CPU {load_cpu}; {} run(s) of {} s",
+        o.runs,
+        o.phase.as_secs()
+    );
+    // [scenario][server] -> (figures, throughputs)
+    let mut figs = vec![vec![(Vec::new(), Vec::new()); Server::ALL.len()]; o.only.len()];
+    for run in 0..o.runs {
+        for (i, &sc) in o.only.iter().enumerate() {
+            for k in 0..Server::ALL.len() {
+                let s = (k + run) % Server::ALL.len();
+                let server = Server::ALL[s];
+                let running = start(server, &bench_server, &files, server_cpu)?;
+                let (value, rate) = measure(sc, &running, o.phase, load_cpu)
+                    .map_err(|e| format!("{} on {}: {e}", sc.key(), server.label()))?;
+                drop(running);
+                let (unit, rate_unit) = sc.units();
+                eprintln!(
+                    "  run {} {} {}: {value:.2} {unit} ({rate:.2} {rate_unit})",
+                    run + 1,
+                    sc.key(),
+                    server.label()
+                );
+                figs[i][s].0.push(value);
+                figs[i][s].1.push(rate);
+            }
+        }
+    }
+    println!(
+        "\n| scenario | figure | {} | fibr / nginx | fibr / ServeDir |",
+        Server::ALL.map(Server::label).join(" | ")
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for (i, &sc) in o.only.iter().enumerate() {
+        let (unit, rate_unit) = sc.units();
+        let cells: Vec<String> = figs[i].iter().map(|(v, _)| spread(v)).collect();
+        let m: Vec<f64> = figs[i].iter().map(|(v, _)| median(v)).collect();
+        println!(
+            "| {} | {unit} | {} | {:.2}× | {:.2}× |",
+            sc.key(),
+            cells.join(" | "),
+            m[0] / m[1],
+            m[0] / m[2]
+        );
+        let rates: Vec<String> = figs[i].iter().map(|(_, r)| spread(r)).collect();
+        println!("| {} | {rate_unit} | {} | | |", sc.key(), rates.join(" | "));
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    skip::bench_main("files bench", run)
+}
