@@ -2,6 +2,8 @@
 //! Python's http.server and hand-written sockets behind.
 
 mod common;
+#[path = "gateway/ws.rs"]
+mod ws;
 
 use axum::body::Body as AxumBody;
 use axum::extract::{Path, Request, State};
@@ -113,6 +115,11 @@ fn fibr_upstream(name: &'static str) -> (SocketAddr, Counters) {
 
 /// An `axum::serve` upstream on a tokio runtime of its own (kept alive by the caller).
 fn axum_upstream(name: &'static str) -> (SocketAddr, tokio::runtime::Runtime) {
+    axum_upstream_of(app(name, Counters::default()))
+}
+
+/// `app` on `axum::serve`, on a tokio runtime of its own (kept alive by the caller).
+fn axum_upstream_of(app: Router) -> (SocketAddr, tokio::runtime::Runtime) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -121,7 +128,7 @@ fn axum_upstream(name: &'static str) -> (SocketAddr, tokio::runtime::Runtime) {
     let addr = rt.block_on(async move {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(l, app(name, Counters::default())).await });
+        tokio::spawn(async move { axum::serve(l, app).await });
         addr
     });
     (addr, rt)

@@ -171,6 +171,10 @@ impl Upstream {
         self.speaks
     }
 
+    pub(crate) fn authority(&self) -> &Authority {
+        &self.authority
+    }
+
     /// The URI a request for `path_and_query` (origin form) is sent to.
     pub(crate) fn uri(&self, path_and_query: &str) -> Result<Uri, http::Error> {
         let pq = if self.prefix.is_empty() {

@@ -40,6 +40,7 @@
 mod body;
 mod config;
 mod headers;
+mod tunnel;
 mod upstreams;
 
 pub use body::GatewayBody;
@@ -162,6 +163,9 @@ impl Shared {
         B: Body + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        if self.config.upgrades && tunnel::is_upgrade(&req) {
+            return tunnel::forward(&self, req).await;
+        }
         let (parts, body) = req.into_parts();
         let head = self.head_of(parts);
         self.exchange(&head, Box::pin(body)).await
