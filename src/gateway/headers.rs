@@ -35,6 +35,16 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Whether the client's `TE` says it takes trailers (RFC 9110 §10.1.4).
+pub(super) fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+}
+
 /// Where a request came from, as the forwarding fields tell it.
 pub(super) struct Origin {
     /// The client's address, when the server said it.
@@ -158,6 +168,15 @@ mod tests {
         let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
         left.sort_unstable();
         assert_eq!(left, ["accept", "content-length"]);
+    }
+
+    #[test]
+    fn te_trailers_is_found_among_codings() {
+        let mut h = HeaderMap::new();
+        assert!(!accepts_trailers(&h));
+        h.insert(header::TE, HeaderValue::from_static("gzip;q=0.5"));
+        h.append(header::TE, HeaderValue::from_static("deflate, Trailers"));
+        assert!(accepts_trailers(&h));
     }
 
     fn origin(client: Option<IpAddr>, host: &'static str) -> Origin {

@@ -51,7 +51,7 @@ use body::Home;
 use bytes::Bytes;
 use config::Speaks;
 pub(crate) use headers::strip_hop_by_hop;
-use headers::{add_forwarding, add_via, Origin};
+use headers::{accepts_trailers, add_forwarding, add_via, Origin};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
@@ -176,7 +176,13 @@ impl Shared {
     fn head_of(&self, parts: http::request::Parts) -> Head {
         let origin = origin_of(&parts);
         let mut headers = parts.headers;
+        let trailers = accepts_trailers(&headers);
         strip_hop_by_hop(&mut headers);
+        if trailers {
+            // This hop takes trailers too (gRPC's servers want to hear it): they are
+            // passed on.
+            headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        }
         // The server answered `100 Continue` (or not) when the body was asked for; the
         // client would wait for the upstream's.
         headers.remove(header::EXPECT);
