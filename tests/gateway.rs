@@ -6,6 +6,9 @@ mod common;
 mod failures;
 #[path = "gateway/streaming.rs"]
 mod streaming;
+#[cfg(feature = "http3")]
+#[path = "gateway/tls.rs"]
+mod tls;
 #[path = "gateway/ws.rs"]
 mod ws;
 

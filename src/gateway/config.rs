@@ -63,6 +63,10 @@ pub struct Config {
     pub pool_max_idle: usize,
     /// How long an idle upstream connection is kept.
     pub pool_idle_timeout: Option<Duration>,
+    /// The TLS config of `https://` and `h3://` upstreams (a private CA, a client
+    /// certificate); `None`: the webpki roots.
+    #[cfg(feature = "tls")]
+    pub tls: Option<std::sync::Arc<crate::tls::rustls::ClientConfig>>,
 }
 
 impl Default for Config {
@@ -85,6 +89,8 @@ impl Default for Config {
             max_response_head: 64 * 1024,
             pool_max_idle: 64,
             pool_idle_timeout: Some(Duration::from_secs(90)),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -109,6 +115,11 @@ config_setters!(Config {
     opt with_pool_idle_timeout => pool_idle_timeout: Duration,
 });
 
+#[cfg(feature = "tls")]
+config_setters!(Config {
+    opt with_tls => tls: std::sync::Arc<crate::tls::rustls::ClientConfig>,
+});
+
 /// How the gateway speaks to an upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Speaks {
@@ -116,10 +127,45 @@ pub(crate) enum Speaks {
     Http1,
     /// `h2c://`: HTTP/2 without TLS, by prior knowledge.
     H2c,
+    /// `https://`: TLS, HTTP/2 or HTTP/1.1 as ALPN picks.
+    #[cfg(feature = "tls")]
+    Https,
+    /// `h3://`: HTTP/3 over QUIC, by prior knowledge.
+    #[cfg(feature = "http3")]
+    H3,
 }
 
-/// One upstream: `http://host:port` (HTTP/1.1) or `h2c://host:port` (HTTP/2 by prior
-/// knowledge), with an optional path prefix put in front of every request's path.
+impl Speaks {
+    fn scheme(self) -> &'static str {
+        match self {
+            Speaks::Http1 => "http",
+            Speaks::H2c => "h2c",
+            #[cfg(feature = "tls")]
+            Speaks::Https => "https",
+            #[cfg(feature = "http3")]
+            Speaks::H3 => "h3",
+        }
+    }
+
+    /// Whether it is spoken over TLS (the request's URI is `https://`).
+    pub(crate) fn is_tls(self) -> bool {
+        !matches!(self, Speaks::Http1 | Speaks::H2c)
+    }
+}
+
+/// What [`Upstream::parse`] takes, in this build.
+const SCHEMES: &str = if cfg!(feature = "http3") {
+    "the scheme must be http://, h2c://, https:// or h3://"
+} else if cfg!(feature = "tls") {
+    "the scheme must be http://, h2c:// or https://"
+} else {
+    "the scheme must be http:// or h2c:// (https:// needs feature tls, h3:// http3)"
+};
+
+/// One upstream: `http://host:port` (HTTP/1.1), `h2c://host:port` (HTTP/2 by prior
+/// knowledge), `https://host:port` (feature `tls`: HTTP/2 or HTTP/1.1 by ALPN) or
+/// `h3://host:port` (feature `http3`: HTTP/3 by prior knowledge), with an optional path
+/// prefix put in front of every request's path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Upstream {
     authority: Authority,
@@ -146,14 +192,19 @@ impl InvalidUpstream {
 }
 
 impl Upstream {
-    /// Parses `http://host:port[/prefix]` or `h2c://host:port[/prefix]`.
+    /// Parses `scheme://host:port[/prefix]` (the schemes: see [`Upstream`]).
     pub fn parse(s: &str) -> Result<Upstream, InvalidUpstream> {
         let bad = |why: &str| InvalidUpstream(format!("upstream {s:?}: {why}"));
         let uri: Uri = s.trim().parse().map_err(|e| bad(&format!("{e}")))?;
-        let speaks = match uri.scheme_str() {
-            Some(s) if s.eq_ignore_ascii_case("http") => Speaks::Http1,
-            Some(s) if s.eq_ignore_ascii_case("h2c") => Speaks::H2c,
-            _ => return Err(bad("the scheme must be http:// or h2c://")),
+        let scheme = uri.scheme_str().unwrap_or_default().to_ascii_lowercase();
+        let speaks = match scheme.as_str() {
+            "http" => Speaks::Http1,
+            "h2c" => Speaks::H2c,
+            #[cfg(feature = "tls")]
+            "https" => Speaks::Https,
+            #[cfg(feature = "http3")]
+            "h3" => Speaks::H3,
+            _ => return Err(bad(SCHEMES)),
         };
         let authority = uri.authority().cloned().ok_or_else(|| bad("no host"))?;
         if uri.query().is_some() {
@@ -182,8 +233,13 @@ impl Upstream {
         } else {
             format!("{}{path_and_query}", self.prefix)
         };
+        let scheme = if self.speaks.is_tls() {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
+        };
         Uri::builder()
-            .scheme(Scheme::HTTP)
+            .scheme(scheme)
             .authority(self.authority.clone())
             .path_and_query(pq)
             .build()
@@ -192,10 +248,7 @@ impl Upstream {
 
 impl fmt::Display for Upstream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scheme = match self.speaks {
-            Speaks::Http1 => "http",
-            Speaks::H2c => "h2c",
-        };
+        let scheme = self.speaks.scheme();
         write!(f, "{scheme}://{}{}", self.authority, self.prefix)
     }
 }

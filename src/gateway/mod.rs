@@ -46,7 +46,7 @@ mod upstreams;
 pub use body::GatewayBody;
 pub use config::{Balance, Config, InvalidUpstream, Upstream};
 
-use crate::client::{BoxError, Client, Error, ErrorKind, ResponseBody};
+use crate::client::{BoxError, Client, Connector, Error, ErrorKind, ResponseBody};
 use body::Home;
 use bytes::Bytes;
 use config::Speaks;
@@ -77,6 +77,10 @@ struct Shared {
     upstreams: Arc<Upstreams>,
     http1: Client,
     h2c: Client,
+    #[cfg(feature = "tls")]
+    https: Client<crate::client::HttpsConnector>,
+    #[cfg(feature = "http3")]
+    h3: Client<crate::client::HttpsConnector>,
 }
 
 impl Gateway {
@@ -96,7 +100,15 @@ impl Gateway {
             .pool_idle_timeout(config.pool_idle_timeout)
             .http1_max_head_size(config.max_response_head)
             .http2_max_header_list_size(config.max_response_head.try_into().unwrap_or(u32::MAX));
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &config.tls {
+            builder.tls_config(tls.clone());
+        }
         let http1 = builder.clone().http1_only(true).build();
+        #[cfg(feature = "tls")]
+        let https = builder.build_https();
+        #[cfg(feature = "http3")]
+        let h3 = builder.clone().http3_prior_knowledge().build_https();
         let h2c = builder.http2_prior_knowledge().build();
         let set = Upstreams::new(
             upstreams,
@@ -110,6 +122,10 @@ impl Gateway {
                 upstreams: Arc::new(set),
                 http1,
                 h2c,
+                #[cfg(feature = "tls")]
+                https,
+                #[cfg(feature = "http3")]
+                h3,
             }),
         })
     }
@@ -273,10 +289,27 @@ impl Shared {
         *req.method_mut() = head.method.clone();
         *req.uri_mut() = uri;
         *req.headers_mut() = head.headers.clone();
-        let client = match upstream.speaks() {
-            Speaks::Http1 => &self.http1,
-            Speaks::H2c => &self.h2c,
-        };
+        match upstream.speaks() {
+            Speaks::Http1 => self.timed(&self.http1, req).await,
+            Speaks::H2c => self.timed(&self.h2c, req).await,
+            #[cfg(feature = "tls")]
+            Speaks::Https => self.timed(&self.https, req).await,
+            #[cfg(feature = "http3")]
+            Speaks::H3 => self.timed(&self.h3, req).await,
+        }
+    }
+
+    /// `req` through `client`, under the first-byte timeout.
+    async fn timed<C, T>(
+        &self,
+        client: &Client<C>,
+        req: Request<T>,
+    ) -> Result<Response<ResponseBody>, Failure>
+    where
+        C: Connector,
+        T: Body + Send + 'static,
+        T::Error: Into<BoxError>,
+    {
         let sending = client.request(req);
         match self.config.first_byte_timeout {
             None => sending.await.map_err(Failure::Client),

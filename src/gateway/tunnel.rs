@@ -54,6 +54,15 @@ pub(super) async fn forward<B>(shared: &Shared, mut req: Request<B>) -> Response
             unreachable!("a request stops before it has tried every upstream");
         };
         tried.push(up.index());
+        if up.upstream().speaks().is_tls() {
+            return text_response(
+                StatusCode::NOT_IMPLEMENTED,
+                &format!(
+                    "fibr gateway: upstream {}: upgrades pass to http:// and h2c:// upstreams only",
+                    up.upstream()
+                ),
+            );
+        }
         match connect(shared, up.upstream().authority().as_str()).await {
             Ok(s) => break (up, s),
             Err(e) => {
