@@ -1,6 +1,7 @@
 //! `fibr::gateway`: a reverse proxy as a `tower::Service` (feature `client`).
 //!
 //! ```no_run
+//! # #[cfg(feature = "axum")]
 //! # async fn demo(listener: fibr::net::TcpListener) -> Result<(), Box<dyn std::error::Error>> {
 //! use fibr::gateway::{Config, Gateway, Upstream};
 //! let gw = Gateway::new(
