@@ -7,6 +7,7 @@ use crate::client::{BoxError, ResponseBody};
 use crate::engine::time::{sleep_until, Sleep};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::combinators::UnsyncBoxBody;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,8 @@ pub struct GatewayBody(Kind);
 enum Kind {
     Upstream(Box<Streamed>),
     Text(Option<Bytes>),
+    /// Anything else (a tunnel's output).
+    Boxed(UnsyncBoxBody<Bytes, BoxError>),
 }
 
 struct Streamed {
@@ -71,6 +74,13 @@ impl GatewayBody {
         })))
     }
 
+    pub(super) fn boxed<B>(body: B) -> GatewayBody
+    where
+        B: Body<Data = Bytes, Error = BoxError> + Send + 'static,
+    {
+        GatewayBody(Kind::Boxed(UnsyncBoxBody::new(body)))
+    }
+
     pub(super) fn text(text: impl Into<Bytes>) -> GatewayBody {
         let b = text.into();
         GatewayBody(Kind::Text((!b.is_empty()).then_some(b)))
@@ -99,6 +109,7 @@ impl Body for GatewayBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let s = match &mut self.get_mut().0 {
             Kind::Text(t) => return Poll::Ready(t.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Boxed(b) => return Pin::new(b).poll_frame(cx),
             Kind::Upstream(s) => s,
         };
         match Pin::new(&mut s.body).poll_frame(cx) {
@@ -121,6 +132,7 @@ impl Body for GatewayBody {
     fn is_end_stream(&self) -> bool {
         match &self.0 {
             Kind::Text(t) => t.is_none(),
+            Kind::Boxed(b) => b.is_end_stream(),
             Kind::Upstream(s) => s.body.is_end_stream(),
         }
     }
@@ -128,6 +140,7 @@ impl Body for GatewayBody {
     fn size_hint(&self) -> SizeHint {
         match &self.0 {
             Kind::Text(t) => SizeHint::with_exact(t.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Boxed(b) => b.size_hint(),
             Kind::Upstream(s) => s.body.size_hint(),
         }
     }

@@ -36,10 +36,13 @@
 //!
 //! An HTTP/1.1 `Upgrade` request (WebSocket) is passed on over a connection of its own;
 //! on the upstream's `101` both sides become one byte tunnel (plaintext HTTP/1.1
-//! connections: the upgrade goes through hyper's `upgrade::on`).
+//! connections: the upgrade goes through hyper's `upgrade::on`). A WebSocket over HTTP/2
+//! (extended CONNECT) goes upstream as the same HTTP/1.1 upgrade, its stream joined to the
+//! upstream's socket.
 
 mod body;
 mod config;
+mod extended;
 mod headers;
 mod tunnel;
 mod upstreams;
@@ -182,6 +185,9 @@ impl Shared {
     {
         if self.config.upgrades && tunnel::is_upgrade(&req) {
             return tunnel::forward(&self, req).await;
+        }
+        if self.config.upgrades && extended::is_websocket(&req) {
+            return extended::forward(&self, req).await;
         }
         let (parts, body) = req.into_parts();
         let head = self.head_of(parts);

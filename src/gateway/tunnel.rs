@@ -2,7 +2,8 @@
 //! connection of its own, and on the upstream's `101` the client's connection (from
 //! hyper's `upgrade::on`) and the upstream's become one byte tunnel.
 
-use super::headers::strip_hop_by_hop;
+use super::headers::{add_via, strip_hop_by_hop};
+use super::upstreams::InFlight;
 use super::{text_response, GatewayBody, Head, Shared};
 use crate::engine::net::TcpStream;
 use crate::proto::h1::client::{encode_request_head, parse_response_head, ResponseLimits};
@@ -43,11 +44,58 @@ pub(super) async fn forward<B>(shared: &Shared, mut req: Request<B>) -> Response
     let protocol = req.headers().get(header::UPGRADE).cloned();
     let (parts, _) = req.into_parts();
     let mut head = shared.head_of(parts);
-    head.headers
-        .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     if let Some(p) = protocol {
         head.headers.insert(header::UPGRADE, p);
     }
+    let opened = match open(shared, &mut head).await {
+        Ok(o) => o,
+        Err(refused) => return refused,
+    };
+    let Opened {
+        up,
+        stream,
+        res,
+        rest,
+    } = opened;
+    if res.status() == StatusCode::SWITCHING_PROTOCOLS {
+        let buffer = shared.config.tunnel_buffer.max(1024);
+        drop(crate::engine::runtime::spawn(async move {
+            let _in_flight = up;
+            match client_side.await {
+                Ok(client) => splice(client, stream, rest, buffer).await,
+                Err(e) => tracing::debug!(error = %e, "the client's upgrade failed"),
+            }
+        }));
+    }
+    res
+}
+
+/// An upgrade request sent upstream, and what came back.
+pub(super) struct Opened {
+    /// The upstream, counted in flight while the tunnel lasts.
+    pub up: InFlight,
+    pub stream: TcpStream,
+    /// The upstream's answer, cleaned: a `101`, or a refusal with its short body.
+    pub res: Response<GatewayBody>,
+    /// What the upstream sent past a `101`'s head: the tunnel's first bytes.
+    pub rest: Vec<u8>,
+}
+
+/// Sends `head` (with `Connection: upgrade` added) over a new connection to an upstream
+/// (another one while connecting fails), and reads its answer; or the gateway's own
+/// answer when no upstream gave one.
+pub(super) async fn open(
+    shared: &Shared,
+    head: &mut Head,
+) -> Result<Opened, Response<GatewayBody>> {
+    head.headers
+        .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    let refuse = |up: &InFlight, status, why: &dyn std::fmt::Display| {
+        text_response(
+            status,
+            &format!("fibr gateway: upstream {}: {why}", up.upstream()),
+        )
+    };
     let mut tried = Vec::new();
     let (up, stream) = loop {
         let Some(up) = shared.upstreams.pick(&tried) else {
@@ -55,13 +103,8 @@ pub(super) async fn forward<B>(shared: &Shared, mut req: Request<B>) -> Response
         };
         tried.push(up.index());
         if up.upstream().speaks().is_tls() {
-            return text_response(
-                StatusCode::NOT_IMPLEMENTED,
-                &format!(
-                    "fibr gateway: upstream {}: upgrades pass to http:// and h2c:// upstreams only",
-                    up.upstream()
-                ),
-            );
+            let why = "upgrades pass to http:// and h2c:// upstreams only";
+            return Err(refuse(&up, StatusCode::NOT_IMPLEMENTED, &why));
         }
         match connect(shared, up.upstream().authority().as_str()).await {
             Ok(s) => break (up, s),
@@ -70,17 +113,14 @@ pub(super) async fn forward<B>(shared: &Shared, mut req: Request<B>) -> Response
                 let again =
                     tried.len() <= shared.config.retries && tried.len() < shared.upstreams.len();
                 if !again {
-                    return text_response(
-                        gateway_status(&e),
-                        &format!("fibr gateway: upstream {}: {e}", up.upstream()),
-                    );
+                    return Err(refuse(&up, gateway_status(&e), &e));
                 }
             }
         }
     };
     let answered = match shared.config.first_byte_timeout {
-        None => exchange(shared, &stream, &head).await,
-        Some(t) => crate::engine::time::timeout(t, exchange(shared, &stream, &head))
+        None => exchange(shared, &stream, head).await,
+        Some(t) => crate::engine::time::timeout(t, exchange(shared, &stream, head))
             .await
             .unwrap_or_else(|_| {
                 Err(io::Error::new(
@@ -93,27 +133,19 @@ pub(super) async fn forward<B>(shared: &Shared, mut req: Request<B>) -> Response
         Ok(r) => r,
         Err(e) => {
             up.failed();
-            return text_response(
-                gateway_status(&e),
-                &format!("fibr gateway: upstream {}: {e}", up.upstream()),
-            );
+            return Err(refuse(&up, gateway_status(&e), &e));
         }
     };
     up.succeeded();
-    if res.status() == StatusCode::SWITCHING_PROTOCOLS {
-        let buffer = shared.config.tunnel_buffer.max(1024);
-        drop(crate::engine::runtime::spawn(async move {
-            let _in_flight = up;
-            match client_side.await {
-                Ok(client) => splice(client, stream, rest, buffer).await,
-                Err(e) => tracing::debug!(error = %e, "the client's upgrade failed"),
-            }
-        }));
-    }
     if shared.config.via {
-        super::headers::add_via(res.headers_mut(), Version::HTTP_11);
+        add_via(res.headers_mut(), Version::HTTP_11);
     }
-    res
+    Ok(Opened {
+        up,
+        stream,
+        res,
+        rest,
+    })
 }
 
 /// 504 for a timeout, else 502.

@@ -105,3 +105,67 @@ fn a_refused_upgrade_comes_back_as_the_upstreams_answer() {
         assert_ne!(r.status, 101, "{r:?}");
     });
 }
+
+/// fibr's WebSocket echo, with permessage-deflate.
+#[cfg(feature = "ws")]
+fn fibr_ws_app() -> Router {
+    use fibr::ws::{DeflateConfig, Message, WebSocketUpgrade};
+    Router::new().route(
+        "/ws",
+        get(|ws: WebSocketUpgrade| async move {
+            ws.deflate(DeflateConfig::default())
+                .on_upgrade(|mut socket| async move {
+                    while let Some(Ok(msg)) = socket.recv().await {
+                        let echo = matches!(msg, Message::Text(_) | Message::Binary(_));
+                        if echo && socket.send(msg).await.is_err() {
+                            return;
+                        }
+                    }
+                })
+        }),
+    )
+}
+
+/// RFC 8441: fibr's WebSocket client over h2c sends an extended CONNECT to the gateway,
+/// which opens the WebSocket upstream over HTTP/1.1 (fibr::ws with permessage-deflate,
+/// axum's without) and joins the two.
+#[cfg(feature = "ws")]
+#[test]
+fn websocket_over_h2_extended_connect_to_http1_upstreams() {
+    use fibr::ws::{Connector, DeflateConfig, Message};
+    bounded(LIMIT, || {
+        let fibr_up = start(fibr_ws_app(), ServerConfig::default());
+        let (axum_up, _rt) = axum_upstream_of(echo_app());
+        for (upstream, deflate) in [(fibr_up, true), (axum_up, false)] {
+            let gw = gateway(vec![http(upstream)], Config::default());
+            fibr::run(async move {
+                let client = fibr::client::Client::builder()
+                    .http2_prior_knowledge()
+                    .build();
+                let connector = Connector::new().config(fibr::ws::Config {
+                    deflate: Some(DeflateConfig::default()),
+                    ..fibr::ws::Config::default()
+                });
+                let url = format!("ws://{gw}/ws");
+                let (mut ws, res) = connector
+                    .connect_over_http2(&client, &url)
+                    .await
+                    .expect("a WebSocket over HTTP/2 through the gateway");
+                assert_eq!(res.status(), 200);
+                let agreed = res.headers().contains_key("sec-websocket-extensions");
+                assert_eq!(agreed, deflate, "{:?}", res.headers());
+                let text = "fibr ".repeat(10_000);
+                ws.send(Message::text(text.clone())).await.unwrap();
+                assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text(text));
+                // Larger than a stream's window: flow control both ways.
+                let big = vec![7u8; 300_000];
+                ws.send(Message::binary(big.clone())).await.unwrap();
+                assert_eq!(ws.recv().await.unwrap().unwrap(), Message::binary(big));
+                ws.close(None).await.unwrap();
+                while let Some(m) = ws.recv().await {
+                    m.expect("a clean close");
+                }
+            });
+        }
+    });
+}
