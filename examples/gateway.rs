@@ -16,7 +16,7 @@ use fibr::gateway::{Balance, Config, Gateway, Upstream};
 use std::io;
 use std::net::SocketAddr;
 
-fn main() -> io::Result<()> {
+pub fn main() -> io::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();

@@ -2,6 +2,8 @@
 //! Python's http.server and hand-written sockets behind.
 
 mod common;
+#[path = "gateway/example.rs"]
+mod example;
 #[path = "gateway/failures.rs"]
 mod failures;
 #[path = "gateway/streaming.rs"]

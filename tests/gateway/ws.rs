@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 
 /// Echoes every message until the client closes.
-fn echo_app() -> Router {
+pub(super) fn echo_app() -> Router {
     Router::new().route(
         "/ws",
         get(|ws: WebSocketUpgrade| async move {
@@ -33,7 +33,7 @@ fn echo_app() -> Router {
 
 /// Python's `websockets` against `url`, twice: text and binary messages (larger than a
 /// tunnel's buffer), and a clean close (1000: the close handshake went both ways).
-fn python_echo(url: &str) {
+pub(super) fn python_echo(url: &str) {
     require_python("websockets");
     let script = r#"
 import asyncio, sys, websockets
