@@ -326,6 +326,11 @@ fn forwards_to_fibr_and_axum_over_http1_and_h2c() {
         assert_eq!((r.status, r.text().as_str()), (200, "5"), "{r:?}");
         let r = curl(&[&url(gw3, "/id")]);
         assert_eq!(r.text(), "axum");
+        // HEAD: the upstream's Content-Length, no body, nothing left hanging.
+        let r = curl(&["-I", &url(gw3, "/id")]);
+        assert_eq!((r.exit, r.status), (0, 200), "{r:?}");
+        assert_eq!(r.header("content-length"), Some("4"), "{r:?}");
+        assert!(r.body.is_empty(), "{r:?}");
     });
 }
 
