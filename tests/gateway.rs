@@ -61,6 +61,7 @@ fn app(name: &'static str, counters: Counters) -> Router {
         .route("/count", any(count))
         .route("/bytes/{n}", get(bytes))
         .route("/forever", get(forever))
+        .route("/broken", get(broken))
         .with_state(counters)
 }
 
@@ -107,6 +108,16 @@ fn produce(counters: Counters, limit: Option<u64>) -> AxumBody {
 
 async fn bytes(State(c): State<Counters>, Path(n): Path<u64>) -> AxumBody {
     produce(c, Some(n))
+}
+
+/// A chunked body that fails after 1 MiB: the server breaks the response off (HTTP/1.1:
+/// closes before the last chunk; HTTP/2: RST_STREAM).
+async fn broken() -> AxumBody {
+    let chunks = (0..17).map(|i| match i {
+        16 => Err(std::io::Error::other("broken on purpose")),
+        _ => Ok(Bytes::from(vec![b'b'; CHUNK])),
+    });
+    AxumBody::from_stream(futures_util::stream::iter(chunks))
 }
 
 async fn forever(State(c): State<Counters>) -> AxumBody {

@@ -218,5 +218,16 @@ fn a_body_cut_off_or_idle_reaches_the_client_broken() {
                 "{what} (h2): curl took a broken body as whole: {r:?}"
             );
         }
+        // A fibr upstream that breaks a body off, spoken to in HTTP/1.1 and in HTTP/2.
+        let (fibr_up, _) = fibr_upstream("fibr");
+        for upstream in [http(fibr_up), super::up(&format!("h2c://{fibr_up}"))] {
+            let gw = gateway(vec![upstream.clone()], Config::default());
+            for front in ["--http1.1", "--http2-prior-knowledge"] {
+                let r = curl(&[front, &url(gw, "/broken")]);
+                assert_eq!(r.status, 200, "{upstream} {front}: {r:?}");
+                assert_ne!(r.exit, 0, "{upstream} {front}: taken as whole: {r:?}");
+                assert!(r.body.len() < 17 * 64 * 1024, "{upstream} {front}");
+            }
+        }
     });
 }
