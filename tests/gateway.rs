@@ -331,6 +331,8 @@ fn forwards_to_fibr_and_axum_over_http1_and_h2c() {
             first.starts_with("GET ") && first.ends_with("/echo HTTP/2.0"),
             "{first}"
         );
+        // The client's Host went on as `:authority`.
+        assert!(first.contains(&format!("//{gw2}/")), "{first}");
         // axum::serve upstream, with a request body.
         let gw3 = gateway(vec![http(axum_up)], Config::default());
         let r = curl(&["--data-binary", "hello", &url(gw3, "/count")]);
