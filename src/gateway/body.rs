@@ -2,17 +2,16 @@
 //! or the gateway's own short answer) and [`Lent`] (a request body that comes back if the
 //! upstream failed before reading it, so the request can go to another).
 
+use super::idle::Idle;
 use super::upstreams::InFlight;
 use crate::client::{BoxError, ResponseBody};
-use crate::engine::time::{sleep_until, Sleep};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The body of a gateway's response: the upstream's, streamed as it is read (a slow
 /// client slows the upstream read: nothing is buffered beyond what each side's flow
@@ -33,30 +32,6 @@ struct Streamed {
     _in_flight: InFlight,
 }
 
-/// The time allowed between two reads of the upstream. The timer is moved lazily: a
-/// frame only notes its time, and the sleep is re-armed when the body waits.
-struct Idle {
-    timeout: Duration,
-    last: Instant,
-    sleep: Option<Sleep>,
-}
-
-/// The upstream went quiet within a response body.
-#[derive(Debug)]
-pub(super) struct IdleTimeout(Duration);
-
-impl std::fmt::Display for IdleTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the upstream sent nothing for {:?} within the body",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for IdleTimeout {}
-
 impl GatewayBody {
     pub(super) fn upstream(
         body: ResponseBody,
@@ -65,11 +40,7 @@ impl GatewayBody {
     ) -> GatewayBody {
         GatewayBody(Kind::Upstream(Box::new(Streamed {
             body,
-            idle: idle.map(|timeout| Idle {
-                timeout,
-                last: Instant::now(),
-                sleep: None,
-            }),
+            idle: idle.map(Idle::new),
             _in_flight: in_flight,
         })))
     }
@@ -84,18 +55,6 @@ impl GatewayBody {
     pub(super) fn text(text: impl Into<Bytes>) -> GatewayBody {
         let b = text.into();
         GatewayBody(Kind::Text((!b.is_empty()).then_some(b)))
-    }
-}
-
-impl Idle {
-    /// Whether the upstream has been quiet too long (registers the wake-up if not).
-    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let deadline = self.last + self.timeout;
-        let sleep = self.sleep.get_or_insert_with(|| sleep_until(deadline));
-        if sleep.deadline() != deadline {
-            sleep.reset(deadline);
-        }
-        Pin::new(sleep).poll(cx).is_ready()
     }
 }
 
@@ -115,13 +74,13 @@ impl Body for GatewayBody {
         match Pin::new(&mut s.body).poll_frame(cx) {
             Poll::Ready(frame) => {
                 if let Some(idle) = &mut s.idle {
-                    idle.last = Instant::now();
+                    idle.touch();
                 }
                 Poll::Ready(frame.map(|r| r.map_err(BoxError::from)))
             }
             Poll::Pending => match &mut s.idle {
                 Some(idle) => match idle.expired(cx) {
-                    true => Poll::Ready(Some(Err(IdleTimeout(idle.timeout).into()))),
+                    true => Poll::Ready(Some(Err(idle.error().into()))),
                     false => Poll::Pending,
                 },
                 None => Poll::Pending,

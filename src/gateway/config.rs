@@ -57,6 +57,9 @@ pub struct Config {
     pub upgrades: bool,
     /// Bytes buffered per direction of an upgraded tunnel.
     pub tunnel_buffer: usize,
+    /// An HTTP/1.1 upgraded tunnel with no byte either way for this long is closed (a
+    /// peer gone without a FIN would hold it forever).
+    pub tunnel_idle_timeout: Option<Duration>,
     /// Largest upstream response head; a larger one is malformed (502).
     pub max_response_head: usize,
     /// Idle upstream connections kept per upstream.
@@ -86,6 +89,7 @@ impl Default for Config {
             via: true,
             upgrades: true,
             tunnel_buffer: 16 * 1024,
+            tunnel_idle_timeout: Some(Duration::from_secs(300)),
             max_response_head: 64 * 1024,
             pool_max_idle: 64,
             pool_idle_timeout: Some(Duration::from_secs(90)),
@@ -110,6 +114,7 @@ config_setters!(Config {
     set with_via => via: bool,
     set with_upgrades => upgrades: bool,
     set with_tunnel_buffer => tunnel_buffer: usize,
+    opt with_tunnel_idle_timeout => tunnel_idle_timeout: Duration,
     set with_max_response_head => max_response_head: usize,
     set with_pool_max_idle => pool_max_idle: usize,
     opt with_pool_idle_timeout => pool_idle_timeout: Duration,

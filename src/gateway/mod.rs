@@ -44,6 +44,7 @@ mod body;
 mod config;
 mod extended;
 mod headers;
+mod idle;
 mod tunnel;
 mod upstreams;
 

@@ -3,6 +3,7 @@
 //! hyper's `upgrade::on`) and the upstream's become one byte tunnel.
 
 use super::headers::{add_via, strip_hop_by_hop};
+use super::idle::Idle;
 use super::upstreams::InFlight;
 use super::{text_response, GatewayBody, Head, Shared};
 use crate::engine::net::TcpStream;
@@ -59,10 +60,11 @@ pub(super) async fn forward<B>(shared: &Shared, mut req: Request<B>) -> Response
     } = opened;
     if res.status() == StatusCode::SWITCHING_PROTOCOLS {
         let buffer = shared.config.tunnel_buffer.max(1024);
+        let idle = shared.config.tunnel_idle_timeout.map(Idle::new);
         drop(crate::engine::runtime::spawn(async move {
             let _in_flight = up;
             match client_side.await {
-                Ok(client) => splice(client, stream, rest, buffer).await,
+                Ok(client) => splice(client, stream, rest, buffer, idle).await,
                 Err(e) => tracing::debug!(error = %e, "the client's upgrade failed"),
             }
         }));
@@ -258,21 +260,41 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
     }
 }
 
-/// Moves bytes both ways until both sides have ended (or one fails); `first` goes to the
-/// client before anything else. An end of one side is passed on as a shutdown of the
-/// other's writing, so each side's close handshake gets through.
-async fn splice(client: Upgraded, upstream: TcpStream, first: Vec<u8>, buffer: usize) {
+/// Moves bytes both ways until both sides have ended, one fails, or nothing moves for
+/// the idle timeout; `first` goes to the client before anything else. An end of one side
+/// is passed on as a shutdown of the other's writing, so each side's close handshake gets
+/// through.
+async fn splice(
+    client: Upgraded,
+    upstream: TcpStream,
+    first: Vec<u8>,
+    buffer: usize,
+    mut idle: Option<Idle>,
+) {
     let mut client = Side::Client(client);
     let mut upstream = Side::Upstream(upstream);
     let mut up = Pipe::new(buffer, &[]);
     let mut down = Pipe::new(buffer, &first);
     let result = poll_fn(|cx| {
+        let moved = up.moved + down.moved;
         let a = up.poll(cx, &mut client, &mut upstream);
         let b = down.poll(cx, &mut upstream, &mut client);
         match (a, b) {
             (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
             (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
-            _ => Poll::Pending,
+            _ => {
+                let Some(idle) = &mut idle else {
+                    return Poll::Pending;
+                };
+                if up.moved + down.moved != moved {
+                    idle.touch();
+                }
+                if !idle.expired(cx) {
+                    return Poll::Pending;
+                }
+                let quiet = io::Error::new(io::ErrorKind::TimedOut, idle.error());
+                Poll::Ready(Err(quiet))
+            }
         }
     })
     .await;
@@ -324,6 +346,8 @@ impl Side {
 /// bytes, so a slow reader holds the other side's reads).
 struct Pipe {
     buf: Box<[u8]>,
+    /// Bytes read so far (the idle timer's progress).
+    moved: u64,
     start: usize,
     end: usize,
     eof: bool,
@@ -336,6 +360,7 @@ impl Pipe {
         buf[..first.len()].copy_from_slice(first);
         Pipe {
             buf,
+            moved: 0,
             start: 0,
             end: first.len(),
             eof: false,
@@ -370,7 +395,10 @@ impl Pipe {
             } else {
                 match ready!(from.poll_read(cx, &mut self.buf))? {
                     0 => self.eof = true,
-                    n => self.end = n,
+                    n => {
+                        self.end = n;
+                        self.moved += n as u64;
+                    }
                 }
             }
         }

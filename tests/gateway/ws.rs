@@ -10,6 +10,7 @@ use fibr::gateway::Config;
 use fibr::http::ServerConfig;
 use std::net::SocketAddr;
 use std::process::Command;
+use std::time::Duration;
 
 /// Echoes every message until the client closes.
 pub(super) fn echo_app() -> Router {
@@ -167,5 +168,44 @@ fn websocket_over_h2_extended_connect_to_http1_upstreams() {
                 }
             });
         }
+    });
+}
+
+/// A tunnel where nothing moves for the tunnel's idle timeout is closed; one that keeps
+/// talking is not.
+#[test]
+fn an_idle_tunnel_is_closed() {
+    bounded(LIMIT, || {
+        require_python("websockets");
+        let (axum_up, _rt) = axum_upstream_of(echo_app());
+        let config = Config::default().with_tunnel_idle_timeout(Duration::from_millis(800));
+        let gw = gateway(vec![http(axum_up)], config);
+        let script = r#"
+import asyncio, sys, websockets
+async def main(url):
+    async with websockets.connect(url, ping_interval=None) as ws:
+        for _ in range(6):
+            await asyncio.sleep(0.3)
+            await ws.send("still here")
+            assert await ws.recv() == "still here"
+        await asyncio.sleep(2)
+        try:
+            await asyncio.wait_for(ws.recv(), 5)
+        except websockets.ConnectionClosed:
+            print("closed")
+            return
+    print("open")
+asyncio.run(main(sys.argv[1]))
+"#;
+        let out = Command::new("timeout")
+            .args(["30", "python3", "-c", script, &ws_url(gw)])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stdout.starts_with(b"closed"),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     });
 }
