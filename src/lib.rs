@@ -26,8 +26,9 @@
 //! `axum::serve(listener, app)` becomes `fibr::serve(listener, app)` ([`http`] has the
 //! rest). The other modules: [`net`] (async sockets), [`time`] (timers), [`mux`] (several
 //! protocols on one port), [`prefork`] (worker processes, Linux), and behind features of
-//! their names: [`tls`] (TLS on rustls), [`ws`] (WebSocket), [`client`] (an HTTP client),
-//! [`proxy`] (SOCKS and HTTP proxies), [`rt`] (hyper's runtime traits; feature `hyper`).
+//! their names: [`tls`] (TLS on rustls), [`ws`] (WebSocket), [`client`] (an HTTP client;
+//! with it [`gateway`], a reverse proxy as a tower service), [`proxy`] (SOCKS and HTTP
+//! proxies), [`rt`] (hyper's runtime traits; feature `hyper`).
 
 #![warn(missing_docs)]
 // Some docs link to items of features that are off in a smaller build (`mux` to
@@ -82,6 +83,8 @@ pub mod fs;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "client")]
+pub mod gateway;
 pub mod http;
 #[cfg(all(test, fibr_loom))]
 mod loom_support;

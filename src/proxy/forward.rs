@@ -12,9 +12,10 @@ use super::{Failure, ProxyConfig};
 use crate::client::{Client, Connector, Error, ErrorKind, ResponseBody};
 use crate::engine::conn::Handler;
 use crate::engine::net::TcpStream;
+use crate::gateway::strip_hop_by_hop;
 use crate::http::{ConnInfo, Http2Config, Incoming, MakeMarker, Server, ServerConfig};
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
 use std::convert::Infallible;
@@ -160,7 +161,7 @@ impl tower_service::Service<Request<Incoming>> for Forward {
             Ok(match client.request(req).await {
                 Ok(resp) => {
                     let (mut head, body) = resp.into_parts();
-                    clean_hop_by_hop(&mut head.headers);
+                    strip_hop_by_hop(&mut head.headers);
                     add_via(&mut head.headers);
                     Response::from_parts(head, Either::Left(body))
                 }
@@ -211,7 +212,7 @@ impl Forward {
             ));
         };
         let headers = req.headers_mut();
-        clean_hop_by_hop(headers);
+        strip_hop_by_hop(headers);
         // RFC 9112 §3.2.2: the target's authority replaces a Host field the client sent.
         match HeaderValue::from_str(authority.as_str()) {
             Ok(host) => headers.insert(header::HOST, host),
@@ -224,34 +225,6 @@ impl Forward {
         };
         add_via(headers);
         Ok(req)
-    }
-}
-
-/// Removes the fields that belong to one hop (RFC 9110 §7.6.1): `Connection` and the
-/// fields it names, and the proxy's own.
-fn clean_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in [
-        header::CONNECTION,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-        header::PROXY_AUTHORIZATION,
-        header::PROXY_AUTHENTICATE,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-    ] {
-        headers.remove(name);
     }
 }
 
@@ -321,35 +294,6 @@ fn answer_error(e: &Error) -> Response<ForwardBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hop_by_hop_fields_and_those_connection_names_go() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            header::CONNECTION,
-            HeaderValue::from_static("keep-alive, X-Hop"),
-        );
-        h.insert("x-hop", HeaderValue::from_static("1"));
-        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
-        h.insert(
-            header::PROXY_AUTHORIZATION,
-            HeaderValue::from_static("Basic x"),
-        );
-        h.insert(
-            header::TRANSFER_ENCODING,
-            HeaderValue::from_static("chunked"),
-        );
-        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
-        clean_hop_by_hop(&mut h);
-        let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
-        left.sort_unstable();
-        assert_eq!(left, ["accept", "content-length"]);
-        add_via(&mut h);
-        assert_eq!(h[header::VIA], "1.1 fibr");
-    }
 
     #[test]
     fn failures_answer_gateway_statuses() {

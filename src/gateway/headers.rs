@@ -1,0 +1,225 @@
+//! The fields a gateway removes (hop-by-hop, RFC 9110 §7.6.1) and adds (`Forwarded`,
+//! `X-Forwarded-*`, `Via`) on the way through.
+
+use super::config::Config;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::Version;
+use std::net::IpAddr;
+
+/// Removes the fields that belong to one hop: `Connection` and every field it names, and
+/// the ones RFC 9110 §7.6.1 lists (with `Keep-Alive` and `Proxy-Connection`, which older
+/// peers send without naming them).
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        header::CONNECTION,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+        header::PROXY_AUTHORIZATION,
+        header::PROXY_AUTHENTICATE,
+        header::TE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+/// Whether the client's `TE` says it takes trailers (RFC 9110 §10.1.4).
+pub(super) fn accepts_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("trailers"))
+}
+
+/// Where a request came from, as the forwarding fields tell it.
+pub(super) struct Origin {
+    /// The client's address, when the server said it.
+    pub client: Option<IpAddr>,
+    /// `http` or `https`.
+    pub proto: &'static str,
+    /// The host the client asked for.
+    pub host: Option<HeaderValue>,
+    /// The protocol the request came in (for `Via`).
+    pub version: Version,
+}
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+
+/// Adds the forwarding fields `config` asks for to a request going upstream.
+pub(super) fn add_forwarding(headers: &mut HeaderMap, config: &Config, origin: &Origin) {
+    if config.forwarded {
+        let element = forwarded_element(origin);
+        if let Ok(v) = HeaderValue::from_str(&element) {
+            append_to_list(headers, header::FORWARDED, v);
+        }
+    }
+    if config.x_forwarded_for {
+        let ip = origin
+            .client
+            .map_or_else(|| "unknown".into(), |ip| ip.to_string());
+        if let Ok(v) = HeaderValue::from_str(&ip) {
+            append_to_list(headers, X_FORWARDED_FOR, v);
+        }
+    }
+    if config.x_forwarded_proto {
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(origin.proto));
+    }
+    if config.via {
+        add_via(headers, origin.version);
+    }
+}
+
+/// Appends this hop to `Via` (RFC 9110 §7.6.3): the protocol it was received in, and who.
+pub(super) fn add_via(headers: &mut HeaderMap, received: Version) {
+    let v = match received {
+        Version::HTTP_09 => "0.9 fibr",
+        Version::HTTP_10 => "1.0 fibr",
+        Version::HTTP_2 => "2 fibr",
+        Version::HTTP_3 => "3 fibr",
+        _ => "1.1 fibr",
+    };
+    append_to_list(headers, header::VIA, HeaderValue::from_static(v));
+}
+
+/// `existing, value` as one field line: some upstreams read only the first line of a list.
+fn append_to_list(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
+    let mut joined = Vec::new();
+    for v in headers.get_all(&name) {
+        joined.extend_from_slice(v.as_bytes());
+        joined.extend_from_slice(b", ");
+    }
+    if joined.is_empty() {
+        headers.insert(name, value);
+        return;
+    }
+    joined.extend_from_slice(value.as_bytes());
+    if let Ok(v) = HeaderValue::from_bytes(&joined) {
+        headers.insert(name, v);
+    }
+}
+
+/// This hop's `Forwarded` element (RFC 7239 §4): `for`, `proto`, `host`; an IPv6 address
+/// and a host with a port are quoted, as the grammar wants.
+fn forwarded_element(origin: &Origin) -> String {
+    let node = match origin.client {
+        Some(IpAddr::V4(ip)) => ip.to_string(),
+        Some(IpAddr::V6(ip)) => format!("\"[{ip}]\""),
+        None => "unknown".into(),
+    };
+    let mut element = format!("for={node};proto={}", origin.proto);
+    if let Some(host) = origin.host.as_ref().and_then(|h| h.to_str().ok()) {
+        if host.bytes().all(is_tchar) {
+            element.push_str(&format!(";host={host}"));
+        } else if !host.contains(['"', '\\']) {
+            element.push_str(&format!(";host=\"{host}\""));
+        }
+    }
+    element
+}
+
+/// A token character (RFC 9110 §5.6.2).
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_fields_and_those_connection_names_go() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, X-Hop"),
+        );
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        h.insert(
+            header::PROXY_AUTHORIZATION,
+            HeaderValue::from_static("Basic x"),
+        );
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+        h.insert(header::TRAILER, HeaderValue::from_static("x-t"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
+        strip_hop_by_hop(&mut h);
+        let mut left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["accept", "content-length"]);
+    }
+
+    #[test]
+    fn te_trailers_is_found_among_codings() {
+        let mut h = HeaderMap::new();
+        assert!(!accepts_trailers(&h));
+        h.insert(header::TE, HeaderValue::from_static("gzip;q=0.5"));
+        h.append(header::TE, HeaderValue::from_static("deflate, Trailers"));
+        assert!(accepts_trailers(&h));
+    }
+
+    fn origin(client: Option<IpAddr>, host: &'static str) -> Origin {
+        Origin {
+            client,
+            proto: "https",
+            host: Some(HeaderValue::from_static(host)),
+            version: Version::HTTP_2,
+        }
+    }
+
+    #[test]
+    fn forwarding_fields_append_to_what_came() {
+        let config = Config::default().with_forwarded(true);
+        let mut h = HeaderMap::new();
+        h.append(X_FORWARDED_FOR, HeaderValue::from_static("10.0.0.1"));
+        h.append(X_FORWARDED_FOR, HeaderValue::from_static("10.0.0.2"));
+        h.insert(X_FORWARDED_PROTO, HeaderValue::from_static("gopher"));
+        h.insert(header::VIA, HeaderValue::from_static("1.1 edge"));
+        let o = origin(Some("192.0.2.7".parse().unwrap()), "example.com:8443");
+        add_forwarding(&mut h, &config, &o);
+        assert_eq!(h[&X_FORWARDED_FOR], "10.0.0.1, 10.0.0.2, 192.0.2.7");
+        assert_eq!(h[&X_FORWARDED_PROTO], "https");
+        assert_eq!(h[header::VIA], "1.1 edge, 2 fibr");
+        assert_eq!(
+            h[header::FORWARDED],
+            "for=192.0.2.7;proto=https;host=\"example.com:8443\""
+        );
+    }
+
+    #[test]
+    fn forwarded_quotes_ipv6_and_each_choice_can_be_off() {
+        let o = origin(Some("2001:db8::1".parse().unwrap()), "example.com");
+        assert_eq!(
+            forwarded_element(&o),
+            "for=\"[2001:db8::1]\";proto=https;host=example.com"
+        );
+        let none = Config::default()
+            .with_x_forwarded_for(false)
+            .with_x_forwarded_proto(false)
+            .with_via(false);
+        let mut h = HeaderMap::new();
+        add_forwarding(&mut h, &none, &o);
+        assert!(h.is_empty());
+    }
+}

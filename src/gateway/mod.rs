@@ -1,0 +1,431 @@
+//! `fibr::gateway`: a reverse proxy as a `tower::Service` (feature `client`).
+//!
+//! ```no_run
+//! # #[cfg(feature = "axum")]
+//! # async fn demo(listener: fibr::net::TcpListener) -> Result<(), Box<dyn std::error::Error>> {
+//! use fibr::gateway::{Config, Gateway, Upstream};
+//! let gw = Gateway::new(
+//!     [Upstream::parse("http://127.0.0.1:9000")?, Upstream::parse("h2c://127.0.0.1:9001")?],
+//!     Config::default(),
+//! )?;
+//! let app = axum::Router::new()
+//!     .route("/health", axum::routing::get(|| async { "ok" }))
+//!     .fallback_service(gw);
+//! fibr::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Each request goes to one upstream ([`Balance`]) through fibr's client pool (HTTP/1.1,
+//! or HTTP/2 by prior knowledge for `h2c://`), its body streamed both ways: what is
+//! buffered is bounded by the server's and the client's buffers and flow control, never
+//! a whole body. Hop-by-hop fields (RFC 9110 §7.6.1, and every field `Connection` names)
+//! are removed both ways; `Forwarded`, `X-Forwarded-For`, `X-Forwarded-Proto` and `Via`
+//! are added as [`Config`] says. The client's address comes from a
+//! [`ConnInfo`](crate::http::ConnInfo) or axum `ConnectInfo<SocketAddr>` request
+//! extension (serve the app with `into_make_service_with_connect_info::<SocketAddr>()`).
+//!
+//! The gateway answers by itself only when it has no upstream answer: 502 (cannot
+//! connect, a malformed or cut-off response head) or 504 (connect or first-byte timeout),
+//! with a line of text saying which upstream and why. An upstream failure counts against
+//! it, and [`Config::max_fails`] in a row eject it for [`Config::eject_for`]. A request
+//! goes to another upstream (up to [`Config::retries`]) when nothing of it was sent (a
+//! connect failure), or when its method is idempotent, its body was not read yet and the
+//! upstream closed before answering. A response body the upstream breaks off, or leaves
+//! idle past [`Config::idle_timeout`], fails: the server resets the client's connection
+//! (HTTP/1.1) or stream (HTTP/2) rather than end the body as if it were whole.
+//!
+//! An HTTP/1.1 `Upgrade` request (WebSocket) is passed on over a connection of its own;
+//! on the upstream's `101` both sides become one byte tunnel (plaintext HTTP/1.1
+//! connections: the upgrade goes through hyper's `upgrade::on`). A WebSocket over HTTP/2
+//! (extended CONNECT) goes upstream as the same HTTP/1.1 upgrade, its stream joined to the
+//! upstream's socket.
+
+mod body;
+mod config;
+mod extended;
+mod headers;
+mod idle;
+mod tunnel;
+mod upstreams;
+
+pub use body::GatewayBody;
+pub use config::{Balance, Config, InvalidUpstream, Upstream};
+
+use crate::client::{BoxError, Client, Connector, Error, ErrorKind, ResponseBody};
+use body::Home;
+use bytes::Bytes;
+use config::Speaks;
+pub(crate) use headers::strip_hop_by_hop;
+use headers::{accepts_trailers, add_forwarding, add_via, Origin};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::Empty;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use upstreams::{InFlight, Upstreams};
+
+/// A reverse proxy over a set of upstreams: a `tower::Service` of any request body, so an
+/// axum `Router` mounts it unchanged (`fallback_service`, `nest_service`). Cloning is cheap
+/// and shares the connection pools and the upstreams' health.
+#[derive(Clone)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    config: Config,
+    upstreams: Arc<Upstreams>,
+    http1: Client,
+    h2c: Client,
+    #[cfg(feature = "tls")]
+    https: Client<crate::client::HttpsConnector>,
+    #[cfg(feature = "http3")]
+    h3: Client<crate::client::HttpsConnector>,
+}
+
+impl Gateway {
+    /// A gateway to `upstreams` (at least one).
+    pub fn new(
+        upstreams: impl IntoIterator<Item = Upstream>,
+        config: Config,
+    ) -> Result<Gateway, InvalidUpstream> {
+        let upstreams: Vec<Upstream> = upstreams.into_iter().collect();
+        if upstreams.is_empty() {
+            return Err(InvalidUpstream::none());
+        }
+        let mut builder = Client::builder();
+        builder
+            .connect_timeout(config.connect_timeout)
+            .pool_max_idle_per_host(config.pool_max_idle)
+            .pool_idle_timeout(config.pool_idle_timeout)
+            .http1_max_head_size(config.max_response_head)
+            .http2_max_header_list_size(config.max_response_head.try_into().unwrap_or(u32::MAX));
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &config.tls {
+            builder.tls_config(tls.clone());
+        }
+        let http1 = builder.clone().http1_only(true).build();
+        #[cfg(feature = "tls")]
+        let https = builder.build_https();
+        #[cfg(feature = "http3")]
+        let h3 = builder.clone().http3_prior_knowledge().build_https();
+        let h2c = builder.http2_prior_knowledge().build();
+        let set = Upstreams::new(
+            upstreams,
+            config.balance,
+            config.max_fails,
+            config.eject_for,
+        );
+        Ok(Gateway {
+            shared: Arc::new(Shared {
+                config,
+                upstreams: Arc::new(set),
+                http1,
+                h2c,
+                #[cfg(feature = "tls")]
+                https,
+                #[cfg(feature = "http3")]
+                h3,
+            }),
+        })
+    }
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("config", &self.shared.config)
+            .finish()
+    }
+}
+
+impl<B> tower_service::Service<Request<B>> for Gateway
+where
+    B: Body + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<GatewayBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<GatewayBody>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let shared = self.shared.clone();
+        Box::pin(async move { Ok(shared.handle(req).await) })
+    }
+}
+
+/// What goes upstream of a request, whichever upstream takes it.
+struct Head {
+    method: Method,
+    path_and_query: String,
+    headers: HeaderMap,
+}
+
+/// Why an upstream did not answer.
+enum Failure {
+    /// The client failed (connect, a malformed response, a closed connection, ...).
+    Client(Error),
+    /// No response head within the first-byte timeout.
+    FirstByte(Duration),
+}
+
+impl Shared {
+    async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<GatewayBody>
+    where
+        B: Body + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        if self.config.upgrades && tunnel::is_upgrade(&req) {
+            return tunnel::forward(&self, req).await;
+        }
+        if self.config.upgrades && extended::is_websocket(&req) {
+            return extended::forward(&self, req).await;
+        }
+        let (parts, body) = req.into_parts();
+        let head = self.head_of(parts);
+        self.exchange(&head, Box::pin(body)).await
+    }
+
+    /// The request's head as it goes upstream: hop-by-hop fields out, forwarding fields
+    /// in, `Host` kept or left to the upstream's authority.
+    fn head_of(&self, parts: http::request::Parts) -> Head {
+        let origin = origin_of(&parts);
+        let mut headers = parts.headers;
+        let trailers = accepts_trailers(&headers);
+        strip_hop_by_hop(&mut headers);
+        if trailers {
+            // This hop takes trailers too (gRPC's servers want to hear it): they are
+            // passed on.
+            headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        }
+        // The server answered `100 Continue` (or not) when the body was asked for; the
+        // client would wait for the upstream's.
+        headers.remove(header::EXPECT);
+        if !self.config.preserve_host {
+            headers.remove(header::HOST);
+        } else if let (false, Some(host)) = (headers.contains_key(header::HOST), &origin.host) {
+            // HTTP/2 and HTTP/3 carry it as `:authority`.
+            headers.insert(header::HOST, host.clone());
+        }
+        add_forwarding(&mut headers, &self.config, &origin);
+        Head {
+            method: parts.method,
+            path_and_query: parts
+                .uri
+                .path_and_query()
+                .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+            headers,
+        }
+    }
+
+    /// Sends the request to an upstream, and to another while a failure allows it.
+    async fn exchange<B>(&self, head: &Head, body: Pin<Box<B>>) -> Response<GatewayBody>
+    where
+        B: Body + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        // An empty body goes as `Empty`, which the client can send again itself (a stale
+        // pooled connection) and which never needs lending.
+        let empty = body.is_end_stream();
+        let mut body = Some(body);
+        let mut tried = Vec::new();
+        loop {
+            let Some(up) = self.upstreams.pick(&tried) else {
+                unreachable!("a request stops before it has tried every upstream");
+            };
+            tried.push(up.index());
+            let (result, home) = match body.take().filter(|_| !empty) {
+                None => (self.send(&up, head, Empty::<Bytes>::new()).await, None),
+                Some(b) => {
+                    let (lent, home) = Home::lend(b);
+                    (self.send(&up, head, lent).await, Some(home))
+                }
+            };
+            let failure = match result {
+                Ok(res) => {
+                    up.succeeded();
+                    return self.respond(res, up);
+                }
+                Err(f) => f,
+            };
+            if failure.is_upstreams() {
+                up.failed();
+            }
+            let at_hand = match home {
+                None => true,
+                Some(home) => {
+                    body = home.take_back();
+                    body.is_some()
+                }
+            };
+            let again = at_hand
+                && failure.may_retry(&head.method)
+                && tried.len() <= self.config.retries
+                && tried.len() < self.upstreams.len();
+            tracing::debug!(upstream = %up.upstream(), error = %failure, again, "upstream failed");
+            if !again {
+                return failure.answer(up.upstream());
+            }
+        }
+    }
+
+    /// One attempt on `up`, under the first-byte timeout.
+    async fn send<T>(
+        &self,
+        up: &InFlight,
+        head: &Head,
+        body: T,
+    ) -> Result<Response<ResponseBody>, Failure>
+    where
+        T: Body + Send + 'static,
+        T::Error: Into<BoxError>,
+    {
+        let upstream = up.upstream();
+        let uri = upstream
+            .uri(&head.path_and_query)
+            .map_err(|e| Failure::Client(Error::new(ErrorKind::InvalidUri, e)))?;
+        let mut req = Request::new(body);
+        *req.method_mut() = head.method.clone();
+        *req.uri_mut() = uri;
+        *req.headers_mut() = head.headers.clone();
+        match upstream.speaks() {
+            Speaks::Http1 => self.timed(&self.http1, req).await,
+            Speaks::H2c => self.timed(&self.h2c, req).await,
+            #[cfg(feature = "tls")]
+            Speaks::Https => self.timed(&self.https, req).await,
+            #[cfg(feature = "http3")]
+            Speaks::H3 => self.timed(&self.h3, req).await,
+        }
+    }
+
+    /// `req` through `client`, under the first-byte timeout.
+    async fn timed<C, T>(
+        &self,
+        client: &Client<C>,
+        req: Request<T>,
+    ) -> Result<Response<ResponseBody>, Failure>
+    where
+        C: Connector,
+        T: Body + Send + 'static,
+        T::Error: Into<BoxError>,
+    {
+        let sending = client.request(req);
+        match self.config.first_byte_timeout {
+            None => sending.await.map_err(Failure::Client),
+            Some(t) => match crate::engine::time::timeout(t, sending).await {
+                Ok(r) => r.map_err(Failure::Client),
+                Err(_) => Err(Failure::FirstByte(t)),
+            },
+        }
+    }
+
+    /// The upstream's response as the client gets it.
+    fn respond(&self, res: Response<ResponseBody>, up: InFlight) -> Response<GatewayBody> {
+        let (mut parts, body) = res.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        if self.config.via {
+            add_via(&mut parts.headers, parts.version);
+        }
+        let body = GatewayBody::upstream(body, self.config.idle_timeout, up);
+        Response::from_parts(parts, body)
+    }
+}
+
+impl Failure {
+    /// Whether the upstream is to blame (not the client's own request body).
+    fn is_upstreams(&self) -> bool {
+        !matches!(self, Failure::Client(e) if e.kind() == ErrorKind::RequestBody)
+    }
+
+    /// Whether another upstream may get the request: nothing was sent (a connect failure),
+    /// or an idempotent request's upstream closed before answering.
+    fn may_retry(&self, method: &Method) -> bool {
+        match self {
+            Failure::Client(e) if e.is_connect() => true,
+            Failure::Client(e) => {
+                e.kind() == ErrorKind::ClosedBeforeResponse && is_idempotent(method)
+            }
+            Failure::FirstByte(_) => false,
+        }
+    }
+
+    /// The gateway's answer: 504 for a timeout, 400 for the client's own body, else 502.
+    fn answer(&self, upstream: &Upstream) -> Response<GatewayBody> {
+        let status = match self {
+            Failure::FirstByte(_) => StatusCode::GATEWAY_TIMEOUT,
+            Failure::Client(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
+            Failure::Client(e) if e.kind() == ErrorKind::RequestBody => StatusCode::BAD_REQUEST,
+            Failure::Client(_) => StatusCode::BAD_GATEWAY,
+        };
+        text_response(
+            status,
+            &format!("fibr gateway: upstream {upstream}: {self}"),
+        )
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Client(e) => write!(f, "{e}"),
+            Failure::FirstByte(t) => write!(f, "no response head within {t:?}"),
+        }
+    }
+}
+
+/// The gateway's own answer: a status and a line saying why.
+fn text_response(status: StatusCode, why: &str) -> Response<GatewayBody> {
+    let mut res = Response::new(GatewayBody::text(format!("{why}\n")));
+    *res.status_mut() = status;
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    res
+}
+
+fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+/// Where the request came from: the client's address (from the server's `ConnInfo`, or
+/// axum's `ConnectInfo`), its scheme and the host it asked for.
+fn origin_of(parts: &http::request::Parts) -> Origin {
+    let ext = &parts.extensions;
+    let client = ext
+        .get::<crate::http::ConnInfo>()
+        .and_then(|i| i.peer)
+        .map(|a| a.ip());
+    #[cfg(feature = "axum")]
+    let client = client.or_else(|| {
+        ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip())
+    });
+    let https = parts.uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+    #[cfg(feature = "tls")]
+    let https = https || ext.get::<crate::tls::TlsInfo>().is_some();
+    let host = parts.headers.get(header::HOST).cloned().or_else(|| {
+        parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    });
+    Origin {
+        client,
+        proto: if https { "https" } else { "http" },
+        host,
+        version: parts.version,
+    }
+}

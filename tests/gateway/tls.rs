@@ -1,0 +1,104 @@
+//! Upstreams over TLS: `https://` (HTTP/2 by ALPN) and `h3://` (HTTP/3 by prior
+//! knowledge), a fibr server with a certificate from a test CA.
+
+use super::common::bounded;
+use super::common::h3::{pattern, start};
+use super::common::pki::Pki;
+use super::{curl, gateway, up, url, Config};
+use axum::Router;
+use fibr::client::Client;
+use fibr::gateway::Gateway;
+use fibr::net::TcpListener;
+use http::Version;
+use http_body_util::BodyExt;
+use std::future::IntoFuture;
+use std::sync::Arc;
+
+#[test]
+fn https_and_h3_upstreams() {
+    bounded(super::LIMIT, || {
+        let pki = Pki::new();
+        let upstream = start(&pki);
+        let config = Config::default().with_tls(Arc::new(pki.client_config()));
+        for (scheme, via) in [("https", "2 fibr"), ("h3", "3 fibr")] {
+            let target = up(&format!("{scheme}://localhost:{}", upstream.port()));
+            let gw = gateway(vec![target], config.clone());
+            let r = curl(&[&url(gw, "/")]);
+            assert_eq!(
+                (r.status, r.text().as_str()),
+                (200, "hello over h3"),
+                "{scheme}: {r:?}"
+            );
+            // The response's Via names the protocol the upstream answered in.
+            assert_eq!(r.header("via"), Some(via), "{scheme}: {r:?}");
+            let len = 3 << 20;
+            let r = curl(&[&url(gw, &format!("/pattern/{len}"))]);
+            assert_eq!(r.exit, 0, "{scheme}: {r:?}");
+            assert!(
+                r.body == pattern(0..len),
+                "{scheme}: {} bytes",
+                r.body.len()
+            );
+        }
+        // Without the test CA the upstream's certificate is refused: 502.
+        let target = up(&format!("https://localhost:{}", upstream.port()));
+        let gw = gateway(vec![target], Config::default());
+        let r = curl(&[&url(gw, "/")]);
+        assert_eq!(r.status, 502, "{r:?}");
+    });
+}
+
+/// Clients over TLS: h2 by ALPN (curl) and HTTP/3 (fibr's client) into the gateway, an
+/// HTTP/1.1 upstream behind; the upstream hears `https` and the protocol the client used.
+#[test]
+fn clients_over_https_and_h3() {
+    bounded(super::LIMIT, || {
+        let pki = Pki::new();
+        let (upstream, _) = super::fibr_upstream("plain");
+        let gw = Gateway::new([super::http(upstream)], Config::default()).unwrap();
+        let app = Router::new().fallback_service(gw);
+        let tls = Arc::new(pki.server_config(&pki.server(&["localhost"])));
+        let addr = (0..100)
+            .find_map(|_| {
+                let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+                let addr = listener.local_addr().unwrap();
+                let serve = fibr::serve(listener, app.clone())
+                    .with_tls(tls.clone())
+                    .with_http3();
+                let both = serve.http3_local_addr().is_ok_and(|udp| udp == addr);
+                both.then(|| {
+                    drop(fibr::spawn(serve.into_future()));
+                    addr
+                })
+            })
+            .expect("a port free on both TCP and UDP");
+        let base = format!("https://localhost:{}", addr.port());
+        let resolve = format!("localhost:{}:127.0.0.1", addr.port());
+        let r = curl(&[
+            "--http2",
+            "--cacert",
+            pki.ca_pem.path().to_str().unwrap(),
+            "--resolve",
+            &resolve,
+            &format!("{base}/echo"),
+        ]);
+        assert_eq!((r.exit, r.status), (0, 200), "{r:?}");
+        assert!(r.text().contains("via: 2 fibr\n"), "{}", r.text());
+        assert!(
+            r.text().contains("x-forwarded-proto: https\n"),
+            "{}",
+            r.text()
+        );
+        let text = fibr::run(async move {
+            let mut b = Client::builder();
+            b.tls_config(Arc::new(pki.client_config()));
+            b.http3_prior_knowledge();
+            let res = b.build_https().get(format!("{base}/echo")).await.unwrap();
+            assert_eq!(res.version(), Version::HTTP_3);
+            res.into_body().collect().await.unwrap().to_bytes()
+        });
+        let text = String::from_utf8_lossy(&text);
+        assert!(text.contains("via: 3 fibr\n"), "{text}");
+        assert!(text.contains("x-forwarded-proto: https\n"), "{text}");
+    });
+}
