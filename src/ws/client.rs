@@ -135,7 +135,7 @@ impl Connector {
         client: &crate::client::Client<C>,
         url: &str,
     ) -> Result<(WebSocket, Response<()>), Error> {
-        use super::transport::{StreamIo, UpgradeBody};
+        use crate::http::pipe::{StreamIo, UpgradeBody};
         let uri: Uri = url
             .parse()
             .map_err(|e| Error::handshake(format!("bad URL {url:?}: {e}")))?;
@@ -149,7 +149,7 @@ impl Connector {
         let target = Uri::from_parts(target)
             .map_err(|e| Error::handshake(format!("bad URL {url:?}: {e}")))?;
         let output = StreamIo::new(self.config.write_buffer_limit);
-        let mut req = http::Request::new(UpgradeBody::output(output.clone()));
+        let mut req = http::Request::new(UpgradeBody::stream(output.clone(), None));
         *req.method_mut() = http::Method::CONNECT;
         *req.uri_mut() = target;
         *req.headers_mut() = self.offer()?;

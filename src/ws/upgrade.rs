@@ -20,8 +20,8 @@
 use super::handshake::{self, WebSocketUpgradeRejection};
 use super::oneshot::{self, Receiver};
 use super::socket::{self, WebSocket};
-use super::transport::{StreamIo, UpgradeBody};
 use super::{Config, Error};
+use crate::http::pipe::{StreamIo, UpgradeBody};
 use crate::http::switch::{OnSwitch, Switched, Tunnel};
 use crate::http::{Incoming, Protocol};
 use crate::proto::ws::deflate::{negotiate_server, PerMessageDeflate};
@@ -179,7 +179,7 @@ impl Upgrade {
                 let output = StreamIo::new(config.write_buffer_limit);
                 let out = output.clone();
                 let start = move || claim.start_stream(out, input, callback);
-                answer(None, UpgradeBody::stream(output, Box::new(start)))
+                answer(None, UpgradeBody::stream(output, Some(Box::new(start))))
             }
         }
     }

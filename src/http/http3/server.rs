@@ -186,7 +186,15 @@ async fn request<S, B>(
     let room = Arc::new(WakeSlot::default());
     let (body, sender) =
         Incoming::channel(Waker::from(room.clone()), length, false, limits.body_buffer);
+    #[cfg(feature = "tunnel")]
+    let tunnel = req.method() == http::Method::CONNECT;
+    #[cfg(not(feature = "tunnel"))]
+    let tunnel = false;
     let req = req.map(|()| body);
+    #[cfg(feature = "tunnel")]
+    let req = if tunnel { into_tunnel(req) } else { req };
+    // A tunnel's bytes are no request body: no bound on their total.
+    let max_body_size = limits.max_body_size.filter(|_| !tunnel);
     // Built in the call and awaited there, not bound first: a binding would keep its own
     // room in this future beside the copy being awaited.
     let served = with_pump(
@@ -213,7 +221,8 @@ async fn request<S, B>(
                 }
             }
         },
-        pump(recv, sender, room, limits.max_body_size),
+        pump(recv, sender, room, max_body_size),
+        tunnel,
     )
     .await;
     if let Err(e) = served {
@@ -229,18 +238,29 @@ pin_project_lite::pin_project! {
     /// when the response is done is dropped, which stops the stream's unread rest.
     /// A struct, not an async fn: one that pinned its arguments held both futures twice,
     /// and every request's task was copied into place at that size.
-    struct WithPump<F, P> {
+    /// A tunnel's input outlives its response (our side half-closed, the peer's still
+    /// sending): with `outlives`, the pump runs to its own end (the peer's FIN, or the
+    /// tunnel dropping its input).
+    struct WithPump<F: Future, P> {
         #[pin]
         serve: F,
         #[pin]
         pump: Option<P>,
+        outlives: bool,
+        served: Option<F::Output>,
     }
 }
 
-fn with_pump<F: Future, P: Future<Output = ()>>(serve: F, pump: P) -> WithPump<F, P> {
+fn with_pump<F: Future, P: Future<Output = ()>>(
+    serve: F,
+    pump: P,
+    outlives: bool,
+) -> WithPump<F, P> {
     WithPump {
         serve,
         pump: Some(pump),
+        outlives,
+        served: None,
     }
 }
 
@@ -254,7 +274,16 @@ impl<F: Future, P: Future<Output = ()>> Future for WithPump<F, P> {
                 me.pump.set(None);
             }
         }
-        me.serve.poll(cx)
+        if me.served.is_none() {
+            match me.serve.poll(cx) {
+                Poll::Ready(out) if *me.outlives && me.pump.is_some() => *me.served = Some(out),
+                other => return other,
+            }
+        }
+        match me.pump.is_some() {
+            true => Poll::Pending,
+            false => Poll::Ready(me.served.take().expect("served before")),
+        }
     }
 }
 
@@ -299,12 +328,39 @@ where
             Next::End => break,
             Next::Failed(e) => {
                 tracing::debug!(error = %e, "response body failed");
-                send.stop_stream(Code::H3_INTERNAL_ERROR);
+                send.stop_stream(failure_code(&e));
                 return Ok(());
             }
         }
     }
     send.finish().await
+}
+
+/// The code a failed response body resets its stream with: an aborted tunnel is
+/// H3_CONNECT_ERROR (RFC 9114 §4.4), anything else the server's fault.
+fn failure_code(e: &BoxError) -> Code {
+    #[cfg(feature = "tunnel")]
+    if crate::http::pipe::TunnelAborted::caused(&**e) {
+        return Code::H3_CONNECT_ERROR;
+    }
+    let _ = e;
+    Code::H3_INTERNAL_ERROR
+}
+
+/// A CONNECT's stream is a tunnel (RFC 9114 §4.4; extended, RFC 9220): its input goes to
+/// whoever takes it (`fibr::http::tunnel`, `fibr::ws`), and h3's `:protocol` becomes
+/// fibr's.
+#[cfg(feature = "tunnel")]
+fn into_tunnel(mut req: Request<Incoming>) -> Request<Incoming> {
+    let input = std::mem::replace(req.body_mut(), Incoming::empty());
+    let ext = req.extensions_mut();
+    ext.insert(crate::http::switch::Tunnel::new(input));
+    if let Some(p) = ext.remove::<h3::ext::Protocol>() {
+        if let Some(p) = crate::http::Protocol::new(p.as_str()) {
+            ext.insert(p);
+        }
+    }
+    req
 }
 
 /// Moves the request body from the stream into the service's `Incoming`, waiting while
