@@ -3,7 +3,8 @@
 //! the machine has nothing yet, and wakes the connection's driver when it changed
 //! something that needs sending.
 
-use super::driver::{ConnShared, ConnState, QuicConn};
+use super::driver::{ConnShared, ConnState, Protocols, QuicConn};
+use crate::proto::h3::{take_protocol, First};
 use bytes::{Buf, Bytes};
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, WriteBuf};
 use quinn_proto::{
@@ -81,6 +82,25 @@ impl QuicConn {
     }
 }
 
+impl QuicConn {
+    /// From now on, a request stream's `:protocol` is taken out of its first frame (up to
+    /// `max` bytes) for [`QuicConn::take_protocol`]: h3 cannot parse RFC 9220's.
+    pub(crate) fn take_protocols(&self, max: usize) {
+        self.0.lock().protocols = Some(Box::new(Protocols {
+            max,
+            taken: Vec::new(),
+        }));
+    }
+
+    /// The `:protocol` taken out of request stream `id`'s first frame, if any.
+    pub(crate) fn take_protocol(&self, id: u64) -> Option<Vec<u8>> {
+        let mut st = self.0.lock();
+        let taken = &mut st.protocols.as_mut()?.taken;
+        let at = taken.iter().position(|(s, _)| u64::from(*s) == id)?;
+        Some(taken.swap_remove(at).1)
+    }
+}
+
 impl<B: Buf> quic::Connection<B> for QuicConn {
     type RecvStream = RecvStream;
     type OpenStreams = QuicConn;
@@ -97,8 +117,16 @@ impl<B: Buf> quic::Connection<B> for QuicConn {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<BidiStream<B>, ConnectionErrorIncoming>> {
-        self.poll_accept(Dir::Bi, cx)
-            .map_ok(|id| BidiStream::new(&self.0, id))
+        self.poll_accept(Dir::Bi, cx).map_ok(|id| {
+            let mut stream = BidiStream::new(&self.0, id);
+            if let Some(p) = &self.0.lock().protocols {
+                stream.recv.first = Some(Box::new(FirstFrame {
+                    buf: Vec::new(),
+                    max: p.max,
+                }));
+            }
+            stream
+        })
     }
 
     fn opener(&self) -> QuicConn {
@@ -276,6 +304,14 @@ pub(crate) struct RecvStream {
     conn: Arc<ConnShared>,
     id: StreamId,
     done: bool,
+    /// A server's request stream whose first frame is still to be looked into.
+    first: Option<Box<FirstFrame>>,
+}
+
+/// The start of a request stream, kept until its first frame is whole.
+struct FirstFrame {
+    buf: Vec<u8>,
+    max: usize,
 }
 
 impl RecvStream {
@@ -284,14 +320,61 @@ impl RecvStream {
             conn: conn.clone(),
             id,
             done: false,
+            first: None,
         }
     }
-}
 
-impl quic::RecvStream for RecvStream {
-    type Buf = Bytes;
+    /// Reads until the first frame is whole, takes its `:protocol` out if it has one,
+    /// and hands h3 the rest.
+    fn poll_first(
+        &mut self,
+        mut first: Box<FirstFrame>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
+        loop {
+            let chunk = match self.poll_chunk(cx) {
+                Poll::Ready(Ok(Some(chunk))) => chunk,
+                Poll::Pending => {
+                    self.first = Some(first);
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(None)) if !first.buf.is_empty() => {
+                    return Poll::Ready(Ok(Some(first.buf.into())));
+                }
+                end => return end,
+            };
+            // Most first frames come whole in one chunk and pass without a copy.
+            let seen = if first.buf.is_empty() {
+                &chunk[..]
+            } else {
+                first.buf.extend_from_slice(&chunk);
+                &first.buf[..]
+            };
+            match take_protocol(seen, first.max) {
+                First::More => {
+                    if first.buf.is_empty() {
+                        first.buf = chunk.to_vec();
+                    }
+                }
+                First::Pass if first.buf.is_empty() => return Poll::Ready(Ok(Some(chunk))),
+                First::Pass => return Poll::Ready(Ok(Some(first.buf.into()))),
+                First::Taken {
+                    mut frame,
+                    protocol,
+                    consumed,
+                } => {
+                    frame.extend_from_slice(&seen[consumed..]);
+                    let mut st = self.conn.lock();
+                    if let Some(p) = st.protocols.as_mut() {
+                        p.taken.push((self.id, protocol));
+                    }
+                    return Poll::Ready(Ok(Some(frame.into())));
+                }
+            }
+        }
+    }
 
-    fn poll_data(
+    fn poll_chunk(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
@@ -332,6 +415,20 @@ impl quic::RecvStream for RecvStream {
             Poll::Ready(_) => self.done = true,
         }
         res
+    }
+}
+
+impl quic::RecvStream for RecvStream {
+    type Buf = Bytes;
+
+    fn poll_data(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
+        match self.first.take() {
+            Some(first) => self.poll_first(first, cx),
+            None => self.poll_chunk(cx),
+        }
     }
 
     fn stop_sending(&mut self, error_code: u64) {

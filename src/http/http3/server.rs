@@ -27,6 +27,8 @@ pub(crate) struct Limits {
     pub max_body_size: Option<u64>,
     /// A request head's largest size (h3 answers 431 past it, and tells the client).
     pub max_field_section_size: u64,
+    /// Extended CONNECT (RFC 9220) is advertised and its `:protocol` taken.
+    pub extended_connect: bool,
 }
 
 /// Runs h3 on `quic`: accepts requests until the client goes away, each on its own task.
@@ -50,6 +52,10 @@ pub(crate) async fn serve_connection<S, B>(
     let handle = quic.clone();
     let mut builder = h3::server::builder();
     builder.max_field_section_size(limits.max_field_section_size);
+    if limits.extended_connect {
+        builder.enable_extended_connect(true);
+        quic.take_protocols(limits.max_field_section_size as usize);
+    }
     // The handshake's future (~3.6 KB) is boxed, and its result matched without a binding:
     // kept inline, either would stay in this future, which an idle connection holds for
     // its life (`the_connection_future_holds_little_beyond_h3s_own_state`).
@@ -90,8 +96,9 @@ pub(crate) async fn serve_connection<S, B>(
                 Step::Accepted(Ok(Some(resolver))) => {
                     let guard = InFlight::enter(&in_flight);
                     let svc = svc.clone();
+                    let quic = limits.extended_connect.then(|| handle.clone());
                     crate::engine::runtime::spawn(async move {
-                        request(resolver, svc, limits).await;
+                        request(resolver, svc, limits, quic).await;
                         drop(guard);
                     });
                     false
@@ -163,6 +170,7 @@ async fn request<S, B>(
     resolver: RequestResolver<QuicConn, Bytes>,
     svc: Arc<Mutex<S>>,
     limits: Limits,
+    quic: Option<QuicConn>,
 ) where
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
     S::Future: Send + 'static,
@@ -171,14 +179,19 @@ async fn request<S, B>(
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    let (req, stream) = match resolver.resolve_request().await {
+    let (mut req, stream) = match resolver.resolve_request().await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(error = %e, "HTTP/3 request not read");
             return;
         }
     };
-    let (mut send, recv) = stream.split();
+    let (mut send, mut recv) = stream.split();
+    if let Some(quic) = quic {
+        if !claim_protocol(&quic, &mut req, &mut send, &mut recv) {
+            return;
+        }
+    }
     let length = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -227,6 +240,31 @@ async fn request<S, B>(
     .await;
     if let Err(e) = served {
         tracing::debug!(error = %e, "HTTP/3 response not sent");
+    }
+}
+
+/// Gives `req` the `:protocol` its stream's first frame had (taken out for h3, see
+/// `proto::h3`); `false` (the stream reset) if it is malformed: RFC 9220 (RFC 8441 §4)
+/// allows it on CONNECT only.
+fn claim_protocol<T>(
+    quic: &QuicConn,
+    req: &mut Request<T>,
+    send: &mut RequestStream<SendStream<Bytes>, Bytes>,
+    recv: &mut RequestStream<RecvStream, Bytes>,
+) -> bool {
+    let Some(p) = quic.take_protocol(send.send_id().into_inner()) else {
+        return true;
+    };
+    match crate::http::Protocol::from_token(&p) {
+        Some(p) if req.method() == http::Method::CONNECT => {
+            req.extensions_mut().insert(p);
+            true
+        }
+        _ => {
+            send.stop_stream(Code::H3_MESSAGE_ERROR);
+            recv.stop_sending(Code::H3_MESSAGE_ERROR);
+            false
+        }
     }
 }
 
@@ -450,6 +488,7 @@ mod tests {
         body_buffer: 1,
         max_body_size: None,
         max_field_section_size: 1,
+        extended_connect: false,
     };
 
     /// A service whose futures are as small as can be: the sizes measured are fibr's.
@@ -478,8 +517,9 @@ mod tests {
     fn a_request_task_holds_its_service_and_pump_once() {
         let (svc, limits) = (empty_service(), LIMITS);
         let svc = Arc::new(Mutex::new(svc));
-        let size =
-            returned_size(&|r: RequestResolver<QuicConn, Bytes>| request(r, svc.clone(), limits));
+        let size = returned_size(&|r: RequestResolver<QuicConn, Bytes>| {
+            request(r, svc.clone(), limits, None)
+        });
         assert!(size <= 3_200, "a request's future is {size} B");
     }
 

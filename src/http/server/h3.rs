@@ -69,6 +69,7 @@ where
             body_buffer: cfg.body_buffer,
             max_body_size: cfg.max_body_size,
             max_field_section_size: cfg.max_head_bytes as u64,
+            extended_connect: cfg.http3.extended_connect,
         };
         let shared = self.shared.clone();
         let app = Box::new(move |quic, info: ConnInfo, driver| {

@@ -1,0 +1,109 @@
+use super::*;
+use crate::proto::h2::hpack::{encode_int, huffman_encode};
+
+/// An extended CONNECT's field section, built by hand: `:method CONNECT` and `:scheme
+/// https` indexed, `:authority` and `:path` literals with static names, then `extra`
+/// (field lines), then `x-a: b` with a literal name.
+fn section(extra: &[u8]) -> Vec<u8> {
+    let mut s = vec![0, 0, 0xc0 | 15, 0xc0 | 23];
+    s.extend_from_slice(b"\x50\x09localhost\x51\x05/chat");
+    s.extend_from_slice(extra);
+    s.extend_from_slice(b"\x23x-a\x01b");
+    s
+}
+
+fn frame(block: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    put_varint(HEADERS, &mut f);
+    put_varint(block.len() as u64, &mut f);
+    f.extend_from_slice(block);
+    f
+}
+
+/// `:protocol: websocket`, literal name and value.
+const PROTOCOL_LINE: &[u8] = b"\x27\x02:protocol\x09websocket";
+
+#[test]
+fn the_protocol_line_is_taken_out_and_what_follows_is_left() {
+    let with = frame(&section(PROTOCOL_LINE));
+    let mut buf = with.clone();
+    buf.extend_from_slice(b"\x00\x02hi");
+    assert_eq!(
+        take_protocol(&buf, 16 << 10),
+        First::Taken {
+            frame: frame(&section(b"")),
+            protocol: b"websocket".to_vec(),
+            consumed: with.len(),
+        }
+    );
+    for cut in 0..with.len() {
+        assert_eq!(
+            take_protocol(&buf[..cut], 16 << 10),
+            First::More,
+            "at {cut}"
+        );
+    }
+}
+
+#[test]
+fn a_huffman_coded_name_and_value_are_read() {
+    let name = huffman_encode(b":protocol");
+    let value = huffman_encode(b"websocket");
+    let mut line = Vec::new();
+    encode_int(name.len(), 3, 0x20 | 0x08, &mut line);
+    line.extend_from_slice(&name);
+    encode_int(value.len(), 7, 0x80, &mut line);
+    line.extend_from_slice(&value);
+    let got = take_protocol(&frame(&section(&line)), 16 << 10);
+    assert!(
+        matches!(&got, First::Taken { frame: f, protocol, .. }
+            if *f == frame(&section(b"")) && protocol == b"websocket"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn anything_else_passes() {
+    let plain = frame(&section(b""));
+    assert_eq!(take_protocol(&plain, 16 << 10), First::Pass, "no :protocol");
+    let with = frame(&section(PROTOCOL_LINE));
+    assert_eq!(take_protocol(&with, 8), First::Pass, "over the bound");
+    let mut data = vec![0x00, 0x01, b'x'];
+    data.extend_from_slice(&with);
+    assert_eq!(take_protocol(&data, 16 << 10), First::Pass, "DATA first");
+    let mut dynamic = section(PROTOCOL_LINE);
+    dynamic[0] = 1;
+    assert_eq!(
+        take_protocol(&frame(&dynamic), 16 << 10),
+        First::Pass,
+        "the dynamic table"
+    );
+    let mut truncated = vec![0, 0];
+    truncated.extend_from_slice(&PROTOCOL_LINE[..PROTOCOL_LINE.len() - 3]);
+    assert_eq!(
+        take_protocol(&frame(&truncated), 16 << 10),
+        First::Pass,
+        "a line cut short"
+    );
+}
+
+#[test]
+fn varints_of_every_length_round_trip() {
+    for v in [
+        0,
+        63,
+        64,
+        16_383,
+        16_384,
+        (1 << 30) - 1,
+        1 << 30,
+        (1 << 62) - 1,
+    ] {
+        let mut out = Vec::new();
+        put_varint(v, &mut out);
+        let mut src = &out[..];
+        assert_eq!(varint(&mut src), Some(v));
+        assert!(src.is_empty());
+        assert_eq!(varint(&mut &out[..out.len() - 1]), None);
+    }
+}
