@@ -249,6 +249,7 @@ pub(crate) fn decode_int(first: u8, prefix: u8, src: &mut &[u8]) -> Result<usize
 }
 
 /// §5.2's Huffman code, decoded (QPACK's strings use the same code).
+#[cfg(feature = "http3")]
 pub(crate) fn huffman_decode(src: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let mut out = vec![0; huffman::max_decoded_len(src.len())];
     let n = huffman::decode(src, &mut out)?;
