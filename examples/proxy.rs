@@ -19,7 +19,7 @@ use fibr::proxy::{ProxyConfig, Rules, Server};
 use fibr::{Binding, Config, Engine};
 use std::io;
 
-fn main() -> io::Result<()> {
+pub fn main() -> io::Result<()> {
     let port = common::port("PORT", 1080)?;
     let open = std::env::var("PROXY_ALLOW_ALL").is_ok_and(|v| v == "1");
     let mut rules = if open {
