@@ -3,7 +3,8 @@
 //! `:protocol: websocket` reaches the same `fibr::ws::WebSocketUpgrade` as over HTTP/1.1
 //! and HTTP/2, and the WebSocket frames (masked by hand) ride the stream's DATA:
 //! messages both ways, ping, the close handshake, permessage-deflate; `:protocol` on a
-//! GET is a malformed request (H3_MESSAGE_ERROR).
+//! GET is a malformed request (H3_MESSAGE_ERROR). And fibr's own client over HTTP/3
+//! (`fibr::client` with `http3_prior_knowledge`) against the same server.
 
 mod common;
 
@@ -11,8 +12,12 @@ use axum::routing::any;
 use axum::Router;
 use common::h3::{h3_serve_app, https_get, LIMIT};
 use common::pki::Pki;
-use fibr::ws::{CloseFrame, DeflateConfig, Message, WebSocket, WebSocketUpgrade};
+use fibr::client::Client;
+use fibr::ws::{
+    CloseFrame, Config, Connector, DeflateConfig, Message, WebSocket, WebSocketUpgrade,
+};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// Every text and binary message back; a text "close" closes with 4000 "bye".
 async fn echo(mut socket: WebSocket) {
@@ -203,5 +208,56 @@ fn aioquic_speaks_websocket_over_http3() {
         );
         let lines: Vec<&str> = stdout.lines().collect();
         assert_eq!(lines, ["settings", "echo", "deflate", "protocol-on-get"]);
+    });
+}
+
+#[test]
+fn fibr_client_speaks_websocket_over_http3_to_fibr() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let addr = start(&pki);
+        assert!(https_get(&pki, addr).starts_with("HTTP/1.1"));
+        let client = Client::builder()
+            .tls_config(Arc::new(pki.client_config()))
+            .http3_prior_knowledge()
+            .build_https();
+        let connector = Connector::new().config(Config {
+            deflate: Some(DeflateConfig::default()),
+            ..Config::default()
+        });
+        let url = format!("wss://localhost:{}/ws", addr.port());
+        fibr::run(async move {
+            let (mut a, res) = connector.connect_over_http2(&client, &url).await?;
+            assert_eq!(res.version(), http::Version::HTTP_3);
+            let deflate = res.headers().get("sec-websocket-extensions");
+            assert!(
+                deflate.is_some_and(|v| v.as_bytes().starts_with(b"permessage-deflate")),
+                "{deflate:?}"
+            );
+            // A second socket on the same connection.
+            let (mut b, _) = connector.connect_over_http2(&client, &url).await?;
+            let text = "fibr ".repeat(10_000);
+            a.send(Message::text(text.clone())).await?;
+            b.send(Message::text("b")).await?;
+            assert_eq!(a.recv().await.unwrap()?, Message::text(text));
+            assert_eq!(b.recv().await.unwrap()?, Message::text("b"));
+            // Larger than a stream's windows, both ways.
+            let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+            a.send(Message::binary(big.clone())).await?;
+            assert_eq!(a.recv().await.unwrap()?, Message::binary(big));
+            a.send(Message::Ping("x".into())).await?;
+            assert_eq!(a.recv().await.unwrap()?, Message::Pong("x".into()));
+            a.send(Message::text("close")).await?;
+            assert_eq!(
+                a.recv().await.unwrap()?,
+                Message::Close(Some(CloseFrame {
+                    code: 4000,
+                    reason: "bye".into()
+                }))
+            );
+            assert!(a.recv().await.is_none(), "the stream ends after the close");
+            Ok::<_, fibr::ws::Error>(())
+        })
+        .expect("WebSocket over HTTP/3");
     });
 }

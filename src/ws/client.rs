@@ -124,11 +124,13 @@ impl Connector {
         rx.await
     }
 
-    /// Opens the socket on a stream of one of `client`'s HTTP/2 connections, by RFC 8441's
-    /// extended CONNECT (so many sockets share one connection); the socket and the
-    /// server's `200`. The client must speak HTTP/2 to the URL's server: by prior knowledge
-    /// for `ws://`, by ALPN for `wss://` (its own TLS config applies, not
-    /// [`tls_config`](Self::tls_config)); the server must allow extended CONNECT.
+    /// Opens the socket on a stream of one of `client`'s HTTP/2 or HTTP/3 connections, by
+    /// the extended CONNECT of RFC 8441 or RFC 9220 (so many sockets share one
+    /// connection); the socket and the server's `200`. The client must speak HTTP/2 or
+    /// HTTP/3 to the URL's server: HTTP/2 by prior knowledge for `ws://`, by ALPN for
+    /// `wss://`; HTTP/3 for `wss://` by `http3_prior_knowledge` or a learned Alt-Svc (its
+    /// own TLS config applies, not [`tls_config`](Self::tls_config)); the server must
+    /// allow extended CONNECT.
     #[cfg(feature = "client")]
     pub async fn connect_over_http2<C: crate::client::Connector>(
         &self,

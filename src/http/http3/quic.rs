@@ -4,7 +4,7 @@
 //! something that needs sending.
 
 use super::driver::{ConnShared, ConnState, Protocols, QuicConn};
-use crate::proto::h3::{take_protocol, First};
+use crate::proto::h3::{swap_marker, take_protocol, First};
 use bytes::{Buf, Bytes};
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, WriteBuf};
 use quinn_proto::{
@@ -83,13 +83,18 @@ impl QuicConn {
 }
 
 impl QuicConn {
-    /// From now on, a request stream's `:protocol` is taken out of its first frame (up to
-    /// `max` bytes) for [`QuicConn::take_protocol`]: h3 cannot parse RFC 9220's.
-    pub(crate) fn take_protocols(&self, max: usize) {
-        self.0.lock().protocols = Some(Box::new(Protocols {
-            max,
-            taken: Vec::new(),
-        }));
+    /// From now on, h3's request streams carry RFC 9220's `:protocol`, which h3 cannot:
+    /// a server's (accepted) streams have it taken out of their first frame (up to `max`
+    /// bytes) for [`QuicConn::take_protocol`]; a client's (opened) streams have their
+    /// first frame's `proto::h3::PROTOCOL_MARKER` field made `:protocol`.
+    pub(crate) fn carry_protocols(&self, max: usize) {
+        let mut st = self.0.lock();
+        if st.protocols.is_none() {
+            st.protocols = Some(Box::new(Protocols {
+                max,
+                taken: Vec::new(),
+            }));
+        }
     }
 
     /// The `:protocol` taken out of request stream `id`'s first frame, if any.
@@ -142,8 +147,11 @@ impl<B: Buf> quic::OpenStreams<B> for QuicConn {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<BidiStream<B>, StreamErrorIncoming>> {
-        self.poll_open(Dir::Bi, cx)
-            .map_ok(|id| BidiStream::new(&self.0, id))
+        self.poll_open(Dir::Bi, cx).map_ok(|id| {
+            let mut stream = BidiStream::new(&self.0, id);
+            stream.send.first = self.0.lock().protocols.is_some();
+            stream
+        })
     }
 
     fn poll_open_send(
@@ -165,11 +173,51 @@ impl<B: Buf> quic::OpenStreams<B> for QuicConn {
     }
 }
 
+/// Writes `buf` into stream `id` as far as its flow control allows.
+fn write_buf(
+    conn: &ConnShared,
+    id: StreamId,
+    buf: &mut impl Buf,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), StreamErrorIncoming>> {
+    let mut st = conn.lock();
+    if let Some(e) = &st.error {
+        return Poll::Ready(Err(stream_conn_error(e)));
+    }
+    while buf.has_remaining() {
+        match st.conn.send_stream(id).write(buf.chunk()) {
+            Ok(n) if n > 0 => {
+                buf.advance(n);
+                st.kick_to_send();
+            }
+            Ok(_) | Err(WriteError::Blocked) => {
+                st.wakers.wait_write(id, cx.waker());
+                return Poll::Pending;
+            }
+            Err(WriteError::Stopped(code)) => {
+                return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
+                    error_code: code.into_inner(),
+                }))
+            }
+            Err(WriteError::ClosedStream) => {
+                return Poll::Ready(Err(StreamErrorIncoming::Unknown(
+                    "write on a closed stream".into(),
+                )))
+            }
+        }
+    }
+    Poll::Ready(Ok(()))
+}
+
 /// The sending side of a stream; holds the one frame h3 hands over at a time.
 pub(crate) struct SendStream<B: Buf> {
     conn: Arc<ConnShared>,
     id: StreamId,
     pending: Option<WriteBuf<B>>,
+    /// A first frame rewritten ([`swap_marker`]), written in place of `pending`.
+    head: Option<Bytes>,
+    /// A client's request stream whose first frame may carry a `:protocol` marker.
+    first: bool,
     /// Finished or reset: nothing more to send (and no reset when dropped).
     done: bool,
 }
@@ -180,6 +228,8 @@ impl<B: Buf> SendStream<B> {
             conn: conn.clone(),
             id,
             pending: None,
+            head: None,
+            first: false,
             done: false,
         }
     }
@@ -187,53 +237,38 @@ impl<B: Buf> SendStream<B> {
 
 impl<B: Buf> quic::SendStream<B> for SendStream<B> {
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
+        if let Some(head) = self.head.as_mut() {
+            std::task::ready!(write_buf(&self.conn, self.id, head, cx))?;
+            self.head = None;
+        }
         let Some(buf) = self.pending.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        let mut st = self.conn.lock();
-        if let Some(e) = &st.error {
-            return Poll::Ready(Err(stream_conn_error(e)));
-        }
-        while buf.has_remaining() {
-            match st.conn.send_stream(self.id).write(buf.chunk()) {
-                Ok(n) if n > 0 => {
-                    buf.advance(n);
-                    st.kick_to_send();
-                }
-                Ok(_) | Err(WriteError::Blocked) => {
-                    st.wakers.wait_write(self.id, cx.waker());
-                    return Poll::Pending;
-                }
-                Err(WriteError::Stopped(code)) => {
-                    return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
-                        error_code: code.into_inner(),
-                    }))
-                }
-                Err(WriteError::ClosedStream) => {
-                    return Poll::Ready(Err(StreamErrorIncoming::Unknown(
-                        "write on a closed stream".into(),
-                    )))
-                }
-            }
-        }
+        std::task::ready!(write_buf(&self.conn, self.id, buf, cx))?;
         self.pending = None;
         Poll::Ready(Ok(()))
     }
 
     fn send_data<T: Into<WriteBuf<B>>>(&mut self, data: T) -> Result<(), StreamErrorIncoming> {
-        if self.pending.is_some() {
+        if self.pending.is_some() || self.head.is_some() {
             return Err(StreamErrorIncoming::Unknown(
                 "send_data before the last frame was written".into(),
             ));
         }
-        self.pending = Some(data.into());
+        let mut data = data.into();
+        if std::mem::take(&mut self.first) {
+            let frame = data.copy_to_bytes(data.remaining());
+            self.head = Some(swap_marker(&frame).map_or(frame, Bytes::from));
+            return Ok(());
+        }
+        self.pending = Some(data);
         Ok(())
     }
 
     /// Done once the peer acknowledged every byte: the request's task (and a graceful
     /// shutdown, which waits for those) lasts until the response has really arrived.
     fn poll_finish(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
-        if self.pending.is_some() {
+        if self.pending.is_some() || self.head.is_some() {
             std::task::ready!(self.poll_ready(cx))?;
         }
         let mut st = self.conn.lock();

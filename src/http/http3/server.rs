@@ -54,7 +54,7 @@ pub(crate) async fn serve_connection<S, B>(
     builder.max_field_section_size(limits.max_field_section_size);
     if limits.extended_connect {
         builder.enable_extended_connect(true);
-        quic.take_protocols(limits.max_field_section_size as usize);
+        quic.carry_protocols(limits.max_field_section_size as usize);
     }
     // The handshake's future (~3.6 KB) is boxed, and its result matched without a binding:
     // kept inline, either would stay in this future, which an idle connection holds for

@@ -2,17 +2,23 @@
 //! which the `h3` crate (0.0.8) cannot carry: it parses `:protocol` into its own enum of
 //! `webtransport` and `connect-udp`, and rejects any other value (`websocket`) as a
 //! malformed request. So the server's driver takes the field line out of the frame
-//! before h3 reads it and hands the value to the request beside h3 ([`take_protocol`]).
-//! Remove when h3 knows `websocket` (hyperium/h3#236).
+//! before h3 reads it and hands the value to the request beside h3 ([`take_protocol`]);
+//! the client's driver turns a marker field the request carried through h3 into
+//! `:protocol` in the frame h3 wrote ([`swap_marker`]). Remove when h3 knows `websocket`
+//! (hyperium/h3#236).
 //!
 //! Only QPACK without the dynamic table is understood (fibr's h3 allows none): a field
 //! section that refers to it, like any frame this does not follow, passes unchanged.
 
-use crate::proto::h2::hpack::{decode_int, huffman_decode};
+use crate::proto::h2::hpack::{decode_int, encode_int, huffman_decode};
 use std::ops::Range;
 
 const HEADERS: u64 = 0x01;
 const NAME: &[u8] = b":protocol";
+
+/// The field a client's extended CONNECT carries through h3 in place of `:protocol`
+/// (never sent: [`swap_marker`] takes it out).
+pub(crate) const PROTOCOL_MARKER: &str = "fibr-h3-protocol";
 
 /// What the start of a request stream holds.
 #[derive(Debug, PartialEq, Eq)]
@@ -71,7 +77,7 @@ pub(crate) fn take_protocol(buf: &[u8], max: usize) -> First {
         return First::More;
     }
     let payload = &src[..len];
-    let Some((line, protocol)) = find(payload) else {
+    let Some((line, protocol)) = find(payload, NAME) else {
         return First::Pass;
     };
     let mut block = payload[..line.start].to_vec();
@@ -102,9 +108,9 @@ fn string(first: u8, prefix: u8, huffman: u8, src: &mut &[u8]) -> Option<Vec<u8>
     huffman_decode(raw).ok()
 }
 
-/// The byte range of the `:protocol` field line in an encoded field section (RFC 9204
-/// §4.5), and its value.
-fn find(payload: &[u8]) -> Option<(Range<usize>, Vec<u8>)> {
+/// The byte range of the field line with the literal name `wanted` in an encoded field
+/// section (RFC 9204 §4.5), and its value.
+fn find(payload: &[u8], wanted: &[u8]) -> Option<(Range<usize>, Vec<u8>)> {
     let mut src = payload;
     let next = |src: &mut &[u8]| -> Option<u8> {
         let (&b, rest) = src.split_first()?;
@@ -134,7 +140,7 @@ fn find(payload: &[u8]) -> Option<(Range<usize>, Vec<u8>)> {
             let name = string(b, 3, 0x08, &mut src)?;
             let v = next(&mut src)?;
             let value = string(v, 7, 0x80, &mut src)?;
-            if name == NAME {
+            if name == wanted {
                 return Some((start..payload.len() - src.len(), value));
             }
         } else {
@@ -143,6 +149,35 @@ fn find(payload: &[u8]) -> Option<(Range<usize>, Vec<u8>)> {
         }
     }
     None
+}
+
+/// `frame` (h3's first HEADERS frame of a request) with its [`PROTOCOL_MARKER`] field
+/// line taken out and its value put first as `:protocol`; `None` if it has none.
+pub(crate) fn swap_marker(frame: &[u8]) -> Option<Vec<u8>> {
+    let mut src = frame;
+    let ty = varint(&mut src)?;
+    let len = usize::try_from(varint(&mut src)?).ok()?;
+    if ty != HEADERS || src.len() != len {
+        return None;
+    }
+    let (line, protocol) = find(src, PROTOCOL_MARKER.as_bytes())?;
+    // The prefix: two bytes when nothing refers to the dynamic table.
+    let (prefix, lines) = src[..line.start].split_at_checked(2)?;
+    if prefix != [0, 0] {
+        return None;
+    }
+    let mut block = prefix.to_vec();
+    encode_int(NAME.len(), 3, 0x20, &mut block);
+    block.extend_from_slice(NAME);
+    encode_int(protocol.len(), 7, 0, &mut block);
+    block.extend_from_slice(&protocol);
+    block.extend_from_slice(lines);
+    block.extend_from_slice(&src[line.end..]);
+    let mut out = Vec::with_capacity(block.len() + 9);
+    put_varint(HEADERS, &mut out);
+    put_varint(block.len() as u64, &mut out);
+    out.extend_from_slice(&block);
+    Some(out)
 }
 
 #[cfg(test)]

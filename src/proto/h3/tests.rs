@@ -88,6 +88,27 @@ fn anything_else_passes() {
 }
 
 #[test]
+fn a_marker_becomes_the_protocol_the_server_takes_back_out() {
+    let plain = frame(&section(b""));
+    let name = huffman_encode(PROTOCOL_MARKER.as_bytes());
+    let mut marker = Vec::new();
+    encode_int(name.len(), 3, 0x20 | 0x08, &mut marker);
+    marker.extend_from_slice(&name);
+    marker.extend_from_slice(b"\x09websocket");
+    let swapped = swap_marker(&frame(&section(&marker))).unwrap();
+    assert_eq!(
+        take_protocol(&swapped, 16 << 10),
+        First::Taken {
+            frame: plain.clone(),
+            protocol: b"websocket".to_vec(),
+            consumed: swapped.len(),
+        }
+    );
+    assert_eq!(swap_marker(&plain), None, "no marker");
+    assert_eq!(swap_marker(b"\x00\x01x"), None, "not HEADERS");
+}
+
+#[test]
 fn varints_of_every_length_round_trip() {
     for v in [
         0,
