@@ -53,7 +53,8 @@ fn aioquic_connects_through_a_handler_tunnel() {
                 "reset",
                 "connect-error",
                 "refused",
-                "flow-control"
+                "flow-control",
+                "dropped"
             ]
         );
         assert!(common::wait_until(Duration::from_secs(5), || {

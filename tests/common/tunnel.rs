@@ -14,6 +14,9 @@ use std::time::Duration;
 /// answers the count: its peer must stop at the stream's window meanwhile.
 pub const HOLD_AUTHORITY: &str = "hold.invalid:1";
 pub const HOLD: Duration = Duration::from_secs(2);
+/// The authority whose tunnel writes `x`, ends its side, and is dropped a little later,
+/// unread: the server stops the peer's side of the stream too.
+pub const DROP_AUTHORITY: &str = "drop.invalid:1";
 
 fn status(code: StatusCode) -> Response<UpgradeBody> {
     let mut res = Response::new(UpgradeBody::default());
@@ -39,6 +42,14 @@ pub async fn connect_handler(mut req: Request<axum::body::Body>) -> Response<Upg
                 n += k;
             }
             let _ = t.write_all(n.to_string().as_bytes()).await;
+        });
+    }
+    if target == DROP_AUTHORITY {
+        return connect.on_open(|mut t| async move {
+            let _ = t.write_all(b"x").await;
+            let _ = t.shutdown().await;
+            // Long after the response's end was acknowledged.
+            fibr::time::sleep(Duration::from_millis(300)).await;
         });
     }
     let origin = match fibr::net::TcpStream::connect(target.as_str()).await {
@@ -312,7 +323,7 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import StreamReset
+from aioquic.quic.events import StopSendingReceived, StreamReset
 
 port, ca = int(sys.argv[1]), sys.argv[2]
 echo, greet, rst, closed = (int(a) for a in sys.argv[3:7])
@@ -328,6 +339,8 @@ class Client(QuicConnectionProtocol):
     def quic_event_received(self, event):
         if isinstance(event, StreamReset) and event.stream_id in self.st:
             self.st[event.stream_id]["reset"] = event.error_code
+        if isinstance(event, StopSendingReceived) and event.stream_id in self.st:
+            self.st[event.stream_id]["stopped"] = event.error_code
         for ev in self.h3.handle_event(event):
             st = self.st.get(getattr(ev, "stream_id", None))
             if st is None:
@@ -349,7 +362,7 @@ class Client(QuicConnectionProtocol):
 
     async def tunnel(self, authority):
         sid = self._quic.get_next_available_stream_id()
-        st = self.st[sid] = {"status": None, "data": b"", "ended": False, "reset": None}
+        st = self.st[sid] = {"status": None, "data": b"", "ended": False, "reset": None, "stopped": None}
         self.h3.send_headers(sid, [(b":method", b"CONNECT"), (b":authority", authority)])
         self.transmit()
         await self.until(lambda: st["status"] is not None or st["reset"] is not None)
@@ -416,6 +429,13 @@ async def main():
         await c.until(lambda: st["ended"], timeout=20)
         assert st["data"] == str(total).encode(), st
         print("flow-control", flush=True)
+
+        # A tunnel dropped unread while the client sends nothing: the server stops the
+        # client's side (STOP_SENDING, H3_NO_ERROR) instead of waiting on it.
+        sid, st = await c.tunnel(b"drop.invalid:1")
+        await c.until(lambda: st["ended"] and st["stopped"] is not None)
+        assert st["data"] == b"x" and st["stopped"] == 0x100, st
+        print("dropped", flush=True)
 
 asyncio.run(main())
 "#;

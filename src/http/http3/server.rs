@@ -27,11 +27,10 @@ pub(crate) struct Limits {
     pub max_body_size: Option<u64>,
     /// A request head's largest size (h3 answers 431 past it, and tells the client).
     pub max_field_section_size: u64,
-    /// Extended CONNECT (RFC 9220) is advertised and its `:protocol` taken.
-    pub extended_connect: bool,
 }
 
-/// Runs h3 on `quic`: accepts requests until the client goes away, each on its own task.
+/// Runs h3 on `quic`: accepts requests until the client goes away, each on its own task;
+/// with `extended_connect`, RFC 9220's `:protocol` too.
 /// The service is shared by the connection's requests (called under a lock, its futures
 /// run on the request tasks). When `drain` completes (graceful shutdown) it sends GOAWAY,
 /// refuses later requests, and returns (closing the connection) once those it took are
@@ -40,6 +39,7 @@ pub(crate) async fn serve_connection<S, B>(
     quic: QuicConn,
     svc: S,
     limits: Limits,
+    extended_connect: bool,
     drain: impl Future<Output = ()>,
 ) where
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
@@ -52,7 +52,7 @@ pub(crate) async fn serve_connection<S, B>(
     let handle = quic.clone();
     let mut builder = h3::server::builder();
     builder.max_field_section_size(limits.max_field_section_size);
-    if limits.extended_connect {
+    if extended_connect {
         builder.enable_extended_connect(true);
         quic.carry_protocols(limits.max_field_section_size as usize);
     }
@@ -96,7 +96,7 @@ pub(crate) async fn serve_connection<S, B>(
                 Step::Accepted(Ok(Some(resolver))) => {
                     let guard = InFlight::enter(&in_flight);
                     let svc = svc.clone();
-                    let quic = limits.extended_connect.then(|| handle.clone());
+                    let quic = extended_connect.then(|| handle.clone());
                     crate::engine::runtime::spawn(async move {
                         request(resolver, svc, limits, quic).await;
                         drop(guard);
@@ -205,7 +205,12 @@ async fn request<S, B>(
     let tunnel = false;
     let req = req.map(|()| body);
     #[cfg(feature = "tunnel")]
-    let req = if tunnel { into_tunnel(req) } else { req };
+    let req = if tunnel {
+        sender.wake_when_reader_gone();
+        into_tunnel(req)
+    } else {
+        req
+    };
     // A tunnel's bytes are no request body: no bound on their total.
     let max_body_size = limits.max_body_size.filter(|_| !tunnel);
     // Built in the call and awaited there, not bound first: a binding would keep its own
@@ -411,20 +416,25 @@ async fn pump(
 ) {
     let mut total = 0u64;
     loop {
-        poll_fn(|cx| {
+        // Reads wait for room in the buffer. A reader that goes ends the pump, also while
+        // the stream is quiet (a tunnel dropped while its peer sends nothing: its drop
+        // wakes `room`).
+        let next = poll_fn(|cx| {
             room.set(cx.waker());
-            if sender.has_room() {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
+            if sender.reader_gone() {
+                return Poll::Ready(None);
             }
+            if !sender.has_room() {
+                return Poll::Pending;
+            }
+            recv.poll_recv_data(cx).map(Some)
         })
         .await;
-        if sender.reader_gone() {
+        let Some(next) = next else {
             recv.stop_sending(Code::H3_NO_ERROR);
             return;
-        }
-        match recv.recv_data().await {
+        };
+        match next {
             Ok(Some(mut data)) => {
                 total += data.remaining() as u64;
                 if let Some(max) = max.filter(|&m| total > m) {
@@ -488,7 +498,6 @@ mod tests {
         body_buffer: 1,
         max_body_size: None,
         max_field_section_size: 1,
-        extended_connect: false,
     };
 
     /// A service whose futures are as small as can be: the sizes measured are fibr's.
@@ -532,7 +541,7 @@ mod tests {
         type Conn = h3::server::Connection<QuicConn, Bytes>;
         let (svc, limits) = (empty_service(), LIMITS);
         let serve = returned_size(&|quic: QuicConn| {
-            serve_connection(quic, svc, limits, std::future::pending())
+            serve_connection(quic, svc, limits, true, std::future::pending())
         });
         let accept = returned_size(&|conn: &'static mut Conn| conn.accept());
         let h3s_own = std::mem::size_of::<Conn>() + accept;
