@@ -276,3 +276,87 @@ impl Drop for UpgradeBody {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn poll_body(body: &mut UpgradeBody) -> Poll<Option<Result<Frame<Bytes>, TunnelAborted>>> {
+        Pin::new(body).poll_frame(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// Writes wait past the bound and go on once the driver took enough; the end comes
+    /// after what was queued.
+    #[test]
+    fn writes_wait_at_the_bound_until_the_body_drains() {
+        let io = StreamIo::new(8);
+        let mut body = UpgradeBody::stream(io.clone(), None);
+        let count = Arc::new(Count::default());
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert_eq!(io.poll_room(&mut cx), Poll::Ready(true));
+        io.send(b"01234567").unwrap();
+        assert_eq!(io.poll_room(&mut cx), Poll::Ready(true), "at the bound");
+        io.send(b"8").unwrap();
+        assert_eq!(io.poll_room(&mut cx), Poll::Pending, "past it");
+        let Poll::Ready(Some(Ok(f))) = poll_body(&mut body) else {
+            panic!("queued data")
+        };
+        assert_eq!(f.into_data().unwrap(), &b"01234567"[..]);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the writer is woken");
+        assert_eq!(io.poll_room(&mut cx), Poll::Ready(true));
+        io.close();
+        assert!(!body.is_end_stream(), "one chunk left");
+        assert!(matches!(poll_body(&mut body), Poll::Ready(Some(Ok(_)))));
+        assert!(matches!(poll_body(&mut body), Poll::Ready(None)));
+        assert_eq!(io.poll_room(&mut cx), Poll::Ready(false), "closed");
+        assert!(io.send(b"late").is_err());
+    }
+
+    /// An abort drops what is queued and fails the body, however wrapped its error is.
+    #[test]
+    fn an_abort_fails_the_body() {
+        let io = StreamIo::new(8);
+        let mut body = UpgradeBody::stream(io.clone(), None);
+        io.send(b"dropped").unwrap();
+        io.abort();
+        let Poll::Ready(Some(Err(e))) = poll_body(&mut body) else {
+            panic!("the body fails")
+        };
+        // As axum's body wraps it: the aborted tunnel as the source.
+        #[derive(Debug)]
+        struct Wrapped(TunnelAborted);
+        impl fmt::Display for Wrapped {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("wrapped")
+            }
+        }
+        impl std::error::Error for Wrapped {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        assert!(TunnelAborted::caused(&Wrapped(e)));
+        assert!(!TunnelAborted::caused(&io::Error::other("other")));
+    }
+
+    /// The driver dropping the body (a reset stream) fails later writes.
+    #[test]
+    fn a_dropped_body_closes_the_stream() {
+        let io = StreamIo::new(8);
+        drop(UpgradeBody::stream(io.clone(), None));
+        assert!(io.is_closed());
+        assert!(io.send(b"x").is_err());
+    }
+}
