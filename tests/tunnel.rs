@@ -87,3 +87,45 @@ fn http1_connect_through_a_handler_tunnel() {
         assert_eq!(back, b"early and late");
     });
 }
+
+/// Over HTTP/1.1 a tunnel that does not read holds the connection's reads past its
+/// buffer, so TCP's window stops the client; once it reads, everything arrives.
+#[test]
+fn http1_tunnel_that_does_not_read_stops_the_client() {
+    bounded(LIMIT, || {
+        let addr = start(tunnel_app(), ServerConfig::default());
+        let mut s = common::connect(addr);
+        write!(
+            s,
+            "CONNECT {HOLD_AUTHORITY} HTTP/1.1\r\nHost: {HOLD_AUTHORITY}\r\n\r\n"
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut b).unwrap();
+            head.push(b[0]);
+        }
+        assert!(head.starts_with(b"HTTP/1.1 200"));
+        // More than loopback's socket buffers hold on both sides.
+        const TOTAL: usize = 64 << 20;
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut w = s.try_clone().unwrap();
+        let progress = sent.clone();
+        let writer = std::thread::spawn(move || {
+            let chunk = vec![b'w'; 1 << 16];
+            for _ in 0..TOTAL / chunk.len() {
+                w.write_all(&chunk).unwrap();
+                progress.fetch_add(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+            }
+            w.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        std::thread::sleep(common::tunnel::HOLD / 2);
+        let stalled = sent.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(stalled < TOTAL, "the client was never held back");
+        writer.join().unwrap();
+        let (back, err) = common::read_to_eof(&mut s);
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(back, TOTAL.to_string().as_bytes());
+    });
+}
