@@ -27,8 +27,8 @@ pub(crate) enum First {
     More,
     /// Nothing to take: hand the bytes to h3 as they are.
     Pass,
-    /// The first `consumed` bytes were a HEADERS frame with a `:protocol`: `frame` is
-    /// that frame without it.
+    /// The first `consumed` bytes ended in a HEADERS frame with a `:protocol`: `frame` is
+    /// them without it.
     Taken {
         frame: Vec<u8>,
         protocol: Vec<u8>,
@@ -60,36 +60,52 @@ fn put_varint(v: u64, out: &mut Vec<u8>) {
     }
 }
 
-/// Looks for `:protocol` in the first frame of `buf` (a request stream's first bytes); a
-/// frame over `max` bytes passes (h3 answers it as too large).
+/// RFC 9114 §7.2.8: the reserved frame types, which a peer may send anywhere (grease).
+fn reserved(ty: u64) -> bool {
+    ty >= 0x21 && (ty - 0x21) % 0x1f == 0
+}
+
+/// Looks for `:protocol` in the first HEADERS frame of `buf` (a request stream's first
+/// bytes; reserved frames before it are kept as they are); frames past `max` bytes pass
+/// (h3 answers a head that large itself).
 pub(crate) fn take_protocol(buf: &[u8], max: usize) -> First {
     let mut src = buf;
-    let (Some(ty), Some(len)) = (varint(&mut src), varint(&mut src)) else {
-        return First::More;
-    };
-    let Ok(len) = usize::try_from(len) else {
-        return First::Pass;
-    };
-    if ty != HEADERS || len > max {
-        return First::Pass;
-    }
-    if src.len() < len {
-        return First::More;
-    }
-    let payload = &src[..len];
-    let Some((line, protocol)) = find(payload, NAME) else {
-        return First::Pass;
-    };
-    let mut block = payload[..line.start].to_vec();
-    block.extend_from_slice(&payload[line.end..]);
-    let mut frame = Vec::with_capacity(block.len() + 9);
-    put_varint(HEADERS, &mut frame);
-    put_varint(block.len() as u64, &mut frame);
-    frame.extend_from_slice(&block);
-    First::Taken {
-        frame,
-        protocol,
-        consumed: buf.len() - src.len() + len,
+    loop {
+        let start = buf.len() - src.len();
+        if start > max {
+            return First::Pass;
+        }
+        let (Some(ty), Some(len)) = (varint(&mut src), varint(&mut src)) else {
+            return First::More;
+        };
+        let Ok(len) = usize::try_from(len) else {
+            return First::Pass;
+        };
+        if len > max || (ty != HEADERS && !reserved(ty)) {
+            return First::Pass;
+        }
+        if src.len() < len {
+            return First::More;
+        }
+        let (payload, rest) = src.split_at(len);
+        src = rest;
+        if ty != HEADERS {
+            continue;
+        }
+        let Some((line, protocol)) = find(payload, NAME) else {
+            return First::Pass;
+        };
+        let mut block = payload[..line.start].to_vec();
+        block.extend_from_slice(&payload[line.end..]);
+        let mut frame = buf[..start].to_vec();
+        put_varint(HEADERS, &mut frame);
+        put_varint(block.len() as u64, &mut frame);
+        frame.extend_from_slice(&block);
+        return First::Taken {
+            frame,
+            protocol,
+            consumed: buf.len() - src.len(),
+        };
     }
 }
 

@@ -63,6 +63,26 @@ fn a_huffman_coded_name_and_value_are_read() {
 }
 
 #[test]
+fn reserved_frames_before_the_headers_are_kept() {
+    let grease = [0x21, 0x02, b'g', b'g'];
+    let mut buf = grease.to_vec();
+    buf.extend_from_slice(&frame(&section(PROTOCOL_LINE)));
+    let mut want = grease.to_vec();
+    want.extend_from_slice(&frame(&section(b"")));
+    assert_eq!(
+        take_protocol(&buf, 16 << 10),
+        First::Taken {
+            frame: want,
+            protocol: b"websocket".to_vec(),
+            consumed: buf.len(),
+        }
+    );
+    assert_eq!(take_protocol(&grease[..3], 16 << 10), First::More);
+    let many = [0x21, 0x00].repeat(100);
+    assert_eq!(take_protocol(&many, 64), First::Pass, "past the bound");
+}
+
+#[test]
 fn anything_else_passes() {
     let plain = frame(&section(b""));
     assert_eq!(take_protocol(&plain, 16 << 10), First::Pass, "no :protocol");
