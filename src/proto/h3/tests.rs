@@ -148,3 +148,55 @@ fn varints_of_every_length_round_trip() {
         assert_eq!(varint(&mut &out[..out.len() - 1]), None);
     }
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Field sections of valid and broken lines around a `:protocol` line.
+    fn first_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let line = prop_oneof![
+            Just(PROTOCOL_LINE.to_vec()),
+            Just(b"\x23x-a\x01b".to_vec()),
+            Just(vec![0xc0 | 15]),
+            proptest::collection::vec(any::<u8>(), 0..12),
+        ];
+        (
+            proptest::collection::vec(line, 0..6),
+            any::<bool>(),
+            proptest::collection::vec(any::<u8>(), 0..8),
+        )
+            .prop_map(|(lines, grease, tail)| {
+                let mut buf = if grease {
+                    vec![0x21, 0x01, 0x00]
+                } else {
+                    Vec::new()
+                };
+                buf.extend_from_slice(&frame(&[&[0u8, 0][..], &lines.concat()].concat()));
+                buf.extend_from_slice(&tail);
+                buf
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Any bytes: no panic, a taken frame is never longer than what it replaces, and
+        /// a prefix of the input is either incomplete or decided the same way.
+        #[test]
+        fn any_first_bytes_are_taken_consistently(
+            buf in prop_oneof![first_bytes(), proptest::collection::vec(any::<u8>(), 0..64)],
+            cut in 0usize..64,
+        ) {
+            let whole = take_protocol(&buf, 1 << 10);
+            if let First::Taken { frame, consumed, .. } = &whole {
+                prop_assert!(*consumed <= buf.len());
+                prop_assert!(frame.len() < *consumed);
+            }
+            let cut = cut.min(buf.len());
+            let part = take_protocol(&buf[..cut], 1 << 10);
+            prop_assert!(part == First::More || part == whole, "{part:?} vs {whole:?}");
+            let _ = swap_marker(&buf);
+        }
+    }
+}
