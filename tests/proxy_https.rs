@@ -2,14 +2,15 @@
 //! `TLS_CERT`/`TLS_KEY`) over HTTPS and HTTP/3 on one port: CONNECT tunnels to local
 //! origins from Python's `h2` (TLS, ALPN h2), aioquic (HTTP/3) and a raw HTTP/1.1 client
 //! over TLS; bytes both ways, half-close each way, resets both ways (CONNECT_ERROR from
-//! a target that resets), a refused target (502), and the client rules (403).
+//! a target that resets), a refused target (502), the client rules (403), and the
+//! relay's idle timeout.
 
 mod common;
 
 use common::pki::Pki;
 use common::tunnel::{Origins, PY_H2_CONNECT, PY_H3_CONNECT};
 use fibr::net::TcpListener;
-use fibr::proxy::{MakeForward, ProxyConfig, Rules};
+use fibr::proxy::{MakeForward, ProxyConfig, RelayConfig, Rules};
 use fibr::tls::rustls;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -20,9 +21,13 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The proxy with `rules` over TLS and HTTP/3, on a port free on both TCP and UDP.
 fn start(pki: &Pki, rules: Rules) -> SocketAddr {
+    start_with(pki, ProxyConfig::new(rules))
+}
+
+fn start_with(pki: &Pki, config: ProxyConfig) -> SocketAddr {
     let leaf = pki.server(&["localhost"]);
     let tls = Arc::new(pki.server_config(&leaf));
-    let make = MakeForward::new(Arc::new(ProxyConfig::new(rules)));
+    let make = MakeForward::new(Arc::new(config));
     for _ in 0..100 {
         let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
         let addr = listener.local_addr().unwrap();
@@ -98,8 +103,11 @@ fn aioquic_tunnels_through_the_proxy_over_http3() {
     });
 }
 
-/// One HTTP/1.1 CONNECT over TLS: the response head, then (after a `2xx`) the tunnel.
-fn https_connect(pki: &Pki, addr: SocketAddr, target: SocketAddr) -> (String, Vec<u8>) {
+type TlsStream = rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>;
+
+/// One HTTP/1.1 CONNECT over TLS: the response head, then (after a `2xx`) `ping` echoed
+/// back through the tunnel, and the stream.
+fn https_connect(pki: &Pki, addr: SocketAddr, target: SocketAddr) -> (String, Vec<u8>, TlsStream) {
     let config = Arc::new(pki.client_config());
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
     let conn = rustls::ClientConnection::new(config, name).unwrap();
@@ -124,7 +132,7 @@ fn https_connect(pki: &Pki, addr: SocketAddr, target: SocketAddr) -> (String, Ve
     } else {
         back.clear();
     }
-    (head, back)
+    (head, back, tls)
 }
 
 #[test]
@@ -133,12 +141,34 @@ fn http1_connect_over_tls_is_tunneled_under_the_rules() {
         let pki = Pki::new();
         let origins = Origins::start();
         let open = start(&pki, Rules::allow_all());
-        let (head, back) = https_connect(&pki, open, origins.echo);
+        let (head, back, _) = https_connect(&pki, open, origins.echo);
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert_eq!(back, b"ping");
         // Loopback targets are refused by default rules, as is every client.
         let closed = start(&pki, Rules::new());
-        let (head, _) = https_connect(&pki, closed, origins.echo);
+        let (head, _, _) = https_connect(&pki, closed, origins.echo);
         assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    });
+}
+
+#[test]
+fn an_idle_tunnel_ends_at_the_relays_idle_timeout() {
+    common::bounded(LIMIT, || {
+        let pki = Pki::new();
+        let origins = Origins::start();
+        let relay = RelayConfig::default().with_idle_timeout(Duration::from_millis(300));
+        let addr = start_with(&pki, ProxyConfig::new(Rules::allow_all()).with_relay(relay));
+        let (head, back, mut tls) = https_connect(&pki, addr, origins.echo);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert_eq!(back, b"ping");
+        let started = std::time::Instant::now();
+        let mut rest = Vec::new();
+        let _ = tls.read_to_end(&mut rest);
+        let waited = started.elapsed();
+        assert!(rest.is_empty(), "{rest:?}");
+        assert!(
+            waited >= Duration::from_millis(200) && waited < Duration::from_secs(5),
+            "closed after {waited:?}"
+        );
     });
 }

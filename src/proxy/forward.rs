@@ -219,7 +219,7 @@ impl Forward {
         let dialer = TargetConnector {
             config: self.config.clone(),
         };
-        let (timeout, buffer) = (self.config.connect_timeout, self.config.relay.buffer);
+        let (timeout, relay) = (self.config.connect_timeout, self.config.relay.clone());
         async move {
             let (connect, target) = match checked {
                 Ok(c) => c,
@@ -240,8 +240,8 @@ impl Forward {
                 }
             };
             let res = connect
-                .buffer(buffer)
-                .on_open(move |t| super::pipe::pipe(t, tcp, buffer));
+                .buffer(relay.buffer)
+                .on_open(move |t| async move { super::pipe::pipe(t, tcp, &relay).await });
             Ok(res.map(|b| Either::Left(Either::Right(b))))
         }
     }
