@@ -2,7 +2,8 @@
 //! say, driven by real peers: `client` against fibr servers (HTTP/1.1 and h2c; HTTPS
 //! with h2 by ALPN and HTTP/3 by Alt-Svc, trusting a test CA through `CA_FILE`), `mux` by
 //! curl (HTTP/1.1, h2c, HTTPS and SOCKS5 on one port), `engine` by a raw TCP echo, HTTP,
-//! HTTPS and HTTP/3 (fibr's client).
+//! HTTPS and HTTP/3 (fibr's client), `proxy` with TLS by CONNECTs from Python's `h2` and
+//! aioquic, `ws_echo` with TLS by fibr's WebSocket client (HTTP/1.1, h2) and aioquic (h3).
 //!
 //! Its own main: the examples' sources are compiled into this binary, which runs one of
 //! them, as its own process with its environment and arguments, when `RUN_EXAMPLE` names
@@ -20,6 +21,12 @@ mod engine;
 #[allow(clippy::duplicate_mod)]
 #[path = "../examples/mux.rs"]
 mod mux;
+#[allow(clippy::duplicate_mod)]
+#[path = "../examples/proxy.rs"]
+mod proxy;
+#[allow(clippy::duplicate_mod)]
+#[path = "../examples/ws_echo.rs"]
+mod ws_echo;
 
 use common::pki::Pki;
 use fibr::client::{Client, HttpsConnector};
@@ -41,6 +48,8 @@ fn main() {
             "client" => client::main(),
             "engine" => engine::main().map_err(Into::into),
             "mux" => mux::main().map_err(Into::into),
+            "proxy" => proxy::main().map_err(Into::into),
+            "ws_echo" => ws_echo::main().map_err(Into::into),
             _ => Err(format!("no example {name:?}").into()),
         };
         if let Err(e) = result {
@@ -61,6 +70,14 @@ fn main() {
         (
             "engine_serves_http_echo_https_and_http3",
             engine_serves_http_echo_https_and_http3,
+        ),
+        (
+            "proxy_tunnels_connect_over_https_h2_and_h3",
+            proxy_tunnels_connect_over_https_h2_and_h3,
+        ),
+        (
+            "ws_echo_serves_wss_over_http1_h2_and_h3",
+            ws_echo_serves_wss_over_http1_h2_and_h3,
         ),
     ] {
         eprint!("test {name} ... ");
@@ -295,4 +312,127 @@ fn engine_serves_http_echo_https_and_http3() {
         get(&quic, &url),
         (Version::HTTP_3, "hello over HTTP/3.0\n".into())
     );
+}
+
+/// Runs a Python peer: its output lines, once it succeeded.
+fn python(script: &str, args: &[String]) -> Vec<String> {
+    let out = Command::new("timeout")
+        .args(["40", "python3", "-c", script])
+        .args(args)
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().map(str::to_owned).collect()
+}
+
+fn proxy_tunnels_connect_over_https_h2_and_h3() {
+    use common::tunnel::{Origins, PY_H2_CONNECT, PY_H3_CONNECT};
+    common::require_python("h2");
+    common::require_python("aioquic");
+    let pki = Pki::new();
+    let leaf = pki.server(&["localhost"]);
+    let origins = Origins::start();
+    let mut cmd = example("proxy");
+    cmd.env("PORT", "0")
+        .env("PROXY_ALLOW_ALL", "1")
+        .env("TLS_CERT", &*leaf.cert_pem)
+        .env("TLS_KEY", &*leaf.key_pem);
+    let server = Server::start(cmd);
+    let addr = server.addrs(1)["HTTPS proxy (CONNECT over HTTP/1.1, h2 and h3; forwarding)"];
+    let (port, ca) = (addr.port().to_string(), pki.ca_pem.display().to_string());
+    let steps = ["echo", "half-close", "reset", "connect-error", "refused"];
+    let mut args = vec![port.clone()];
+    args.extend(origins.args());
+    args.extend(["-".into(), ca.clone()]);
+    assert_eq!(python(PY_H2_CONNECT, &args), steps, "h2");
+    let mut args = vec![port, ca];
+    args.extend(origins.args());
+    args.push("-".into());
+    assert_eq!(python(PY_H3_CONNECT, &args), steps, "h3");
+}
+
+/// An extended CONNECT (RFC 9220) to `/ws`, one masked text frame, its echo.
+const PY_WS_H3_ECHO: &str = r#"
+import asyncio, sys
+from aioquic.asyncio import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+
+class Client(QuicConnectionProtocol):
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.h3 = H3Connection(self._quic)
+        self.got = {"status": None, "data": b""}
+        self.changed = asyncio.Event()
+
+    def quic_event_received(self, event):
+        for ev in self.h3.handle_event(event):
+            if isinstance(ev, HeadersReceived):
+                self.got["status"] = dict(ev.headers)[b":status"]
+            elif isinstance(ev, DataReceived):
+                self.got["data"] += ev.data
+        self.changed.set()
+
+    async def until(self, cond):
+        while not cond():
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), 10)
+
+async def main(port, ca):
+    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name="localhost")
+    cfg.load_verify_locations(ca)
+    async with connect("127.0.0.1", port, configuration=cfg, create_protocol=Client) as c:
+        sid = c._quic.get_next_available_stream_id()
+        c.h3.send_headers(sid, [(b":method", b"CONNECT"), (b":protocol", b"websocket"),
+            (b":scheme", b"https"), (b":authority", b"localhost"), (b":path", b"/ws"),
+            (b"sec-websocket-version", b"13")])
+        mask = b"\x01\x02\x03\x04"
+        c.h3.send_data(sid, b"\x81\x82" + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(b"hi")), end_stream=False)
+        c.transmit()
+        await c.until(lambda: len(c.got["data"]) >= 4)
+        print(c.got["status"].decode(), c.got["data"].hex())
+
+asyncio.run(main(int(sys.argv[1]), sys.argv[2]))
+"#;
+
+fn ws_echo_serves_wss_over_http1_h2_and_h3() {
+    use fibr::ws::{Connector, Message};
+    common::require_python("aioquic");
+    let pki = Pki::new();
+    let leaf = pki.server(&["localhost"]);
+    let mut cmd = example("ws_echo");
+    cmd.env("PORT", "0")
+        .env("TLS_CERT", &*leaf.cert_pem)
+        .env("TLS_KEY", &*leaf.key_pem);
+    let server = Server::start(cmd);
+    let addr = server.addrs(1)["WebSocket echo (wss over HTTP/1.1, h2 and h3)"];
+    let url = format!("wss://localhost:{}/ws", addr.port());
+    let tls = Arc::new(pki.client_config());
+    let client = Client::builder().tls_config(tls.clone()).build_https();
+    let versions = fibr::run(async move {
+        let connector = Connector::new().tls_config(tls);
+        let mut got = Vec::new();
+        let (mut ws, res) = connector.connect(&url).await.expect("wss over HTTP/1.1");
+        got.push(res.version());
+        let (mut ws2, res) = connector
+            .connect_over_http2(&client, &url)
+            .await
+            .expect("wss over h2");
+        got.push(res.version());
+        for ws in [&mut ws, &mut ws2] {
+            ws.send(Message::text("echo me")).await.unwrap();
+            assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text("echo me"));
+        }
+        got
+    });
+    assert_eq!(versions, [Version::HTTP_11, Version::HTTP_2]);
+    let args = [addr.port().to_string(), pki.ca_pem.display().to_string()];
+    assert_eq!(python(PY_WS_H3_ECHO, &args), ["200 81026869"]);
 }

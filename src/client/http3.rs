@@ -283,6 +283,17 @@ impl H3Conn {
             .build()
             .map_err(|e| Failure::NotSent(Error::new(ErrorKind::InvalidUri, e)))?;
         parts.version = Version::HTTP_3;
+        if let Some(p) = parts.extensions.get::<crate::http::Protocol>() {
+            // An extended CONNECT (RFC 9220): h3 cannot send `:protocol` itself.
+            if parts.method == Method::CONNECT {
+                let value = http::HeaderValue::from_str(p.as_str())
+                    .map_err(|e| Failure::NotSent(Error::new(ErrorKind::InvalidUri, e)))?;
+                let marker = http::HeaderName::from_static(crate::proto::h3::PROTOCOL_MARKER);
+                parts.headers.insert(marker, value);
+                // A client accepts no request streams: no bound to give.
+                self.quic.carry_protocols(0);
+            }
+        }
         let mut sender = self.send.clone();
         let stream = sender
             .send_request(Request::from_parts(parts, ()))

@@ -34,8 +34,8 @@ where
     B: Body + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    // With feature `ws` the server moved the stream's input into a `Tunnel`.
-    #[cfg(feature = "ws")]
+    // With feature `tunnel` the server moved the stream's input into a `Tunnel`.
+    #[cfg(feature = "tunnel")]
     let (input, req) = {
         let mut req = req;
         let tunnel = req.extensions_mut().remove::<crate::http::switch::Tunnel>();
@@ -72,12 +72,12 @@ where
     }
     let stream = Arc::new(stream);
     let to_upstream = stream.clone();
-    #[cfg(feature = "ws")]
+    #[cfg(feature = "tunnel")]
     let pumping = match input {
         Some(input) => crate::engine::runtime::spawn(pump(input, to_upstream)),
         None => crate::engine::runtime::spawn(pump(body, to_upstream)),
     };
-    #[cfg(not(feature = "ws"))]
+    #[cfg(not(feature = "tunnel"))]
     let pumping = crate::engine::runtime::spawn(pump(body, to_upstream));
     drop(pumping);
     *res.body_mut() = GatewayBody::boxed(Output::new(stream, rest, shared, up));

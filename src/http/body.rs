@@ -153,6 +153,8 @@ impl Incoming {
                 expect_continue,
                 full: false,
                 consumed: 0,
+                #[cfg(all(feature = "http3", feature = "tunnel"))]
+                wake_when_gone: false,
             }),
             conn,
             limit,
@@ -208,6 +210,10 @@ struct ChanState {
     full: bool,
     /// Bytes the reader took that the connection has not counted yet (HTTP/2's credit).
     consumed: usize,
+    /// The connection is to hear when the reader goes (an HTTP/3 tunnel's pump, which
+    /// otherwise waits on the stream).
+    #[cfg(all(feature = "http3", feature = "tunnel"))]
+    wake_when_gone: bool,
 }
 
 /// The connection's end of a body channel.
@@ -216,6 +222,12 @@ pub(crate) struct BodySender {
 }
 
 impl BodySender {
+    /// The connection's waker runs when the reader goes, even with room left.
+    #[cfg(all(feature = "http3", feature = "tunnel"))]
+    pub(crate) fn wake_when_reader_gone(&self) {
+        self.chan.state.lock().unwrap().wake_when_gone = true;
+    }
+
     fn end(&self, end: End) {
         let mut st = self.chan.state.lock().unwrap();
         if st.end.is_none() {
@@ -381,6 +393,8 @@ impl Drop for Incoming {
             st.chunks.clear();
             st.buffered = 0;
             let full = std::mem::take(&mut st.full);
+            #[cfg(all(feature = "http3", feature = "tunnel"))]
+            let full = full || st.wake_when_gone;
             drop(st);
             if full {
                 // The connection discards the rest of this body (up to its drain bound).

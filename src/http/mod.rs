@@ -29,12 +29,16 @@ pub(crate) mod file;
 #[cfg(feature = "http3")]
 pub(crate) mod http3;
 mod panic;
+#[cfg(feature = "tunnel")]
+pub(crate) mod pipe;
 pub(crate) mod pump;
 mod serve;
 mod server;
 mod service;
-#[cfg(feature = "ws")]
+#[cfg(feature = "tunnel")]
 pub(crate) mod switch;
+#[cfg(feature = "tunnel")]
+pub mod tunnel;
 #[cfg(feature = "hyper")]
 mod upgrade;
 

@@ -33,7 +33,9 @@ pub(crate) struct Switched {
     /// Bytes that came after the upgrade request: the new protocol's first.
     pub read: Vec<u8>,
     /// Whether this runs in the connection's round (the bytes can be handled now); if
-    /// not, the connection is not registered yet and its `on_open` comes first.
+    /// not, the connection is not registered yet and its `on_open` comes first. (A
+    /// tunnel queues the bytes either way.)
+    #[cfg_attr(not(feature = "ws"), allow(dead_code))]
     pub in_round: bool,
 }
 

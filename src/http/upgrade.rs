@@ -41,7 +41,7 @@ where
 {
     let svc = HyperService {
         inner: Arc::new(Mutex::new(svc)),
-        #[cfg(feature = "ws")]
+        #[cfg(feature = "tunnel")]
         rt: conn.inner.rt.clone(),
     };
     let prefix = Bytes::from(prefix);
@@ -54,7 +54,7 @@ where
 /// A stream hyper can serve.
 trait HyperIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send {
     /// The socket back, for a protocol fibr runs itself after hyper's `101`.
-    #[cfg(feature = "ws")]
+    #[cfg(feature = "tunnel")]
     fn into_socket(self: Box<Self>) -> Option<DetachedSocket>;
 }
 
@@ -62,7 +62,7 @@ trait HyperIo: hyper::rt::Read + hyper::rt::Write + Unpin + Send {
 macro_rules! hyper_io {
     ($ty:ty, $variant:ident, |$s:ident| $fd:expr) => {
         impl HyperIo for $ty {
-            #[cfg(feature = "ws")]
+            #[cfg(feature = "tunnel")]
             fn into_socket(self: Box<Self>) -> Option<DetachedSocket> {
                 let $s = *self;
                 $fd.ok().map(DetachedSocket::$variant)
@@ -143,7 +143,7 @@ where
 struct HyperService<S> {
     inner: Arc<Mutex<S>>,
     /// Where a WebSocket that fibr runs goes after hyper's `101`.
-    #[cfg(feature = "ws")]
+    #[cfg(feature = "tunnel")]
     rt: Arc<crate::engine::runtime::Runtime>,
 }
 
@@ -166,7 +166,7 @@ where
     fn call(&self, req: Request<hyper::body::Incoming>) -> Self::Future {
         #[allow(unused_mut)]
         let mut req = req.map(Incoming::from_hyper);
-        #[cfg(feature = "ws")]
+        #[cfg(feature = "tunnel")]
         let switch = switch_back::offer(&mut req, &self.rt);
         let mut svc = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let called = catch_unwind(AssertUnwindSafe(|| {
@@ -188,7 +188,7 @@ where
             };
             match futures_catch(fut).await {
                 Ok(Ok(resp)) => Ok({
-                    #[cfg(feature = "ws")]
+                    #[cfg(feature = "tunnel")]
                     if let Some(switch) = switch {
                         switch.answered(resp.status());
                     }
@@ -287,7 +287,7 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Rewind<T> {
 /// it gets an `OnSwitch` too, and if the service claims it and answers `101`, the socket
 /// comes back from hyper once the `101` is written and goes on fibr's loops as a
 /// connection again.
-#[cfg(feature = "ws")]
+#[cfg(feature = "tunnel")]
 mod switch_back {
     use super::{Io, Rewind};
     use crate::engine::runtime::Runtime;
@@ -299,6 +299,8 @@ mod switch_back {
         switch: OnSwitch,
         on_upgrade: hyper::upgrade::OnUpgrade,
         rt: Arc<Runtime>,
+        /// A CONNECT, whose `2xx` switches as a `101` does.
+        connect: bool,
     }
 
     /// Offers `req` a switch, if hyper can upgrade it.
@@ -310,13 +312,17 @@ mod switch_back {
             switch,
             on_upgrade,
             rt: rt.clone(),
+            connect: req.method() == http::Method::CONNECT,
         })
     }
 
     impl Offer {
-        /// The service answered: a claimed `101` takes the socket back from hyper.
+        /// The service answered: a claimed `101` (or a CONNECT's `2xx`) takes the socket
+        /// back from hyper.
         pub(super) fn answered(self, status: StatusCode) {
-            if status != StatusCode::SWITCHING_PROTOCOLS {
+            let switches =
+                status == StatusCode::SWITCHING_PROTOCOLS || (self.connect && status.is_success());
+            if !switches {
                 return;
             }
             let Some(take) = self.switch.take() else {

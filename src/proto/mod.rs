@@ -8,6 +8,8 @@ pub(crate) mod date;
 pub(crate) mod detect;
 pub(crate) mod h1;
 pub(crate) mod h2;
+#[cfg(feature = "http3")]
+pub(crate) mod h3;
 pub(crate) mod shared;
 pub(crate) mod socks;
 #[cfg(feature = "tls")]

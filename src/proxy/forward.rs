@@ -13,6 +13,7 @@ use crate::client::{Client, Connector, Error, ErrorKind, ResponseBody};
 use crate::engine::conn::Handler;
 use crate::engine::net::TcpStream;
 use crate::gateway::strip_hop_by_hop;
+use crate::http::tunnel::{self, UpgradeBody};
 use crate::http::{ConnInfo, Http2Config, Incoming, MakeMarker, Server, ServerConfig};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -25,8 +26,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-/// The body of a forwarded response: the target's, or the proxy's own short answer.
-pub(crate) type ForwardBody = Either<ResponseBody, Full<Bytes>>;
+/// The body of a forwarded response: the target's, a CONNECT's tunnel, or the proxy's
+/// own short answer.
+pub type ForwardBody = Either<Either<ResponseBody, UpgradeBody>, Full<Bytes>>;
 
 /// The `Via` entry this proxy adds (RFC 9110 §7.6.3).
 const VIA: &str = "1.1 fibr";
@@ -95,15 +97,18 @@ pub(crate) fn server(config: Arc<ProxyConfig>) -> Arc<dyn Handler> {
     ))
 }
 
-/// Makes a [`Forward`] service for each connection handed to the forwarding server.
+/// The proxy's HTTP side as a make-service for `fibr::serve` (over TLS, HTTP/2 and
+/// HTTP/3 too): each connection gets a [`Forward`], which tunnels `CONNECT` (any HTTP
+/// version: `fibr::http::tunnel`) and forwards `http://` requests, under the rules.
 #[derive(Clone)]
-pub(crate) struct MakeForward {
+pub struct MakeForward {
     config: Arc<ProxyConfig>,
     client: Client<TargetConnector>,
 }
 
 impl MakeForward {
-    pub(crate) fn new(config: Arc<ProxyConfig>) -> MakeForward {
+    /// The make-service for `config`'s rules and limits.
+    pub fn new(config: Arc<ProxyConfig>) -> MakeForward {
         let client = Client::builder()
             .connect_timeout(config.connect_timeout)
             .request_timeout(config.response_timeout)
@@ -133,8 +138,9 @@ impl tower_service::Service<ConnInfo> for MakeForward {
     }
 }
 
-/// The service of one client connection: checks, cleans and forwards each request.
-pub(crate) struct Forward {
+/// The service of one client connection: checks each request, tunnels a `CONNECT`,
+/// cleans and forwards the others.
+pub struct Forward {
     config: Arc<ProxyConfig>,
     client: Client<TargetConnector>,
     client_ip: Option<IpAddr>,
@@ -150,6 +156,9 @@ impl tower_service::Service<Request<Incoming>> for Forward {
     }
 
     fn call(&mut self, req: Request<Incoming>) -> Self::Future {
+        if req.method() == http::Method::CONNECT {
+            return Box::pin(self.tunnel(req));
+        }
         let prepared = self.prepare(req);
         let client = self.client.clone();
         Box::pin(async move {
@@ -163,7 +172,7 @@ impl tower_service::Service<Request<Incoming>> for Forward {
                     let (mut head, body) = resp.into_parts();
                     strip_hop_by_hop(&mut head.headers);
                     add_via(&mut head.headers);
-                    Response::from_parts(head, Either::Left(body))
+                    Response::from_parts(head, Either::Left(Either::Left(body)))
                 }
                 Err(e) => {
                     tracing::debug!(%target, error = %e, "forwarded request failed");
@@ -175,23 +184,72 @@ impl tower_service::Service<Request<Incoming>> for Forward {
 }
 
 impl Forward {
-    /// The request to send on, or why the proxy refuses it.
-    fn prepare(&self, mut req: Request<Incoming>) -> Result<Request<Incoming>, Refusal> {
+    /// The client rules, with the request's `Proxy-Authorization`.
+    fn authorize(&self, headers: &HeaderMap) -> Result<(), Refusal> {
         let rules = &self.config.rules;
-        let authed = req
-            .headers()
+        let authed = headers
             .get(header::PROXY_AUTHORIZATION)
             .and_then(|v| basic(v.as_bytes()))
             .is_some_and(|creds| rules.verify(&creds));
-        if let Err(why) = rules.check_client(self.client_ip, authed) {
-            return Err(Refusal::Rules(why));
+        rules
+            .check_client(self.client_ip, authed)
+            .map_err(Refusal::Rules)
+    }
+
+    /// A `CONNECT`: the target dialed under the rules (within the connect timeout), then
+    /// the tunnel joined to it; a refusal or a failed dial is answered instead.
+    fn tunnel(
+        &self,
+        mut req: Request<Incoming>,
+    ) -> impl Future<Output = Result<Response<ForwardBody>, Infallible>> + Send + 'static {
+        let checked = self.authorize(req.headers()).and_then(|()| {
+            let connect = tunnel::accept(&mut req).map_err(|_| {
+                Refusal::Status(StatusCode::BAD_REQUEST, "this CONNECT cannot be tunneled")
+            })?;
+            let target = match connect.authority() {
+                Some(a) if a.port_u16().is_some() => Uri::from(a.clone()),
+                _ => {
+                    return Err(Refusal::Status(
+                        StatusCode::BAD_REQUEST,
+                        "CONNECT names host:port",
+                    ))
+                }
+            };
+            Ok((connect, target))
+        });
+        let dialer = TargetConnector {
+            config: self.config.clone(),
+        };
+        let (timeout, relay) = (self.config.connect_timeout, self.config.relay.clone());
+        async move {
+            let (connect, target) = match checked {
+                Ok(c) => c,
+                Err(refusal) => return Ok(refusal.answer()),
+            };
+            let dialed = crate::engine::time::timeout(timeout, dialer.connect(&target)).await;
+            let tcp = match dialed {
+                Ok(Ok(tcp)) => tcp,
+                Ok(Err(e)) => {
+                    tracing::debug!(%target, error = %e, "CONNECT's target not reached");
+                    return Ok(answer_error(&e));
+                }
+                Err(_) => {
+                    return Ok(status(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "the target did not answer in time",
+                    ))
+                }
+            };
+            let res = connect
+                .buffer(relay.buffer)
+                .on_open(move |t| async move { super::pipe::pipe(t, tcp, &relay).await });
+            Ok(res.map(|b| Either::Left(Either::Right(b))))
         }
-        if req.method() == http::Method::CONNECT {
-            return Err(Refusal::Status(
-                StatusCode::BAD_REQUEST,
-                "CONNECT must be a connection's first request",
-            ));
-        }
+    }
+
+    /// The request to send on, or why the proxy refuses it.
+    fn prepare(&self, mut req: Request<Incoming>) -> Result<Request<Incoming>, Refusal> {
+        self.authorize(req.headers())?;
         let uri = req.uri();
         if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
             return Err(match uri.scheme() {

@@ -3,6 +3,8 @@
 //! username/password), SOCKS4, SOCKS4a and HTTP `CONNECT` on one port, told apart by the
 //! client's first byte (5, 4, anything else is HTTP), and forwards absolute-form
 //! `http://` requests (`forward.rs`: fibr's HTTP server in front, fibr's client behind).
+//! [`MakeForward`] is that HTTP side on its own, for `fibr::serve`: over TLS, HTTP/2 and
+//! HTTP/3 its `CONNECT`s become tunnels too (`fibr::http::tunnel`).
 //!
 //! ```no_run
 //! use fibr::proxy::{ProxyConfig, Rules, Server};
@@ -25,10 +27,12 @@
 mod bind;
 mod forward;
 mod http_connect;
+mod pipe;
 mod relay;
 mod rules;
 mod udp;
 
+pub use forward::{Forward, ForwardBody, MakeForward};
 pub use relay::{relay, Relay, RelayConfig};
 pub use rules::{Authenticator, InvalidNet, IpNet, Rules};
 

@@ -124,18 +124,20 @@ impl Connector {
         rx.await
     }
 
-    /// Opens the socket on a stream of one of `client`'s HTTP/2 connections, by RFC 8441's
-    /// extended CONNECT (so many sockets share one connection); the socket and the
-    /// server's `200`. The client must speak HTTP/2 to the URL's server: by prior knowledge
-    /// for `ws://`, by ALPN for `wss://` (its own TLS config applies, not
-    /// [`tls_config`](Self::tls_config)); the server must allow extended CONNECT.
+    /// Opens the socket on a stream of one of `client`'s HTTP/2 or HTTP/3 connections, by
+    /// the extended CONNECT of RFC 8441 or RFC 9220 (so many sockets share one
+    /// connection); the socket and the server's `200`. The client must speak HTTP/2 or
+    /// HTTP/3 to the URL's server: HTTP/2 by prior knowledge for `ws://`, by ALPN for
+    /// `wss://`; HTTP/3 for `wss://` by `http3_prior_knowledge` or a learned Alt-Svc (its
+    /// own TLS config applies, not [`tls_config`](Self::tls_config)); the server must
+    /// allow extended CONNECT.
     #[cfg(feature = "client")]
     pub async fn connect_over_http2<C: crate::client::Connector>(
         &self,
         client: &crate::client::Client<C>,
         url: &str,
     ) -> Result<(WebSocket, Response<()>), Error> {
-        use super::transport::{StreamIo, UpgradeBody};
+        use crate::http::pipe::{StreamIo, UpgradeBody};
         let uri: Uri = url
             .parse()
             .map_err(|e| Error::handshake(format!("bad URL {url:?}: {e}")))?;
@@ -149,7 +151,7 @@ impl Connector {
         let target = Uri::from_parts(target)
             .map_err(|e| Error::handshake(format!("bad URL {url:?}: {e}")))?;
         let output = StreamIo::new(self.config.write_buffer_limit);
-        let mut req = http::Request::new(UpgradeBody::output(output.clone()));
+        let mut req = http::Request::new(UpgradeBody::stream(output.clone(), None));
         *req.method_mut() = http::Method::CONNECT;
         *req.uri_mut() = target;
         *req.headers_mut() = self.offer()?;

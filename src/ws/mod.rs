@@ -36,13 +36,13 @@ mod upgrade;
 
 #[cfg(feature = "axum")]
 pub use self::axum::WebSocketUpgrade;
+pub use crate::http::pipe::{TunnelAborted, UpgradeBody};
 pub use crate::proto::ws::deflate::DeflateConfig;
 pub use crate::proto::ws::keepalive::KeepAliveConfig;
 pub use client::{connect, Connector};
 pub use handshake::WebSocketUpgradeRejection;
 pub use message::{close_code, CloseCode, CloseFrame, Message, Utf8Bytes};
 pub use socket::WebSocket;
-pub use transport::UpgradeBody;
 pub use upgrade::{upgrade, Upgrade, Upgrading};
 
 use crate::proto::ws as proto;

@@ -9,9 +9,10 @@
 //! into the connection's output, and wait while more than the write bound is queued.
 
 use super::message::Message;
-use super::transport::{StreamIo, Transport};
+use super::transport::Transport;
 use super::{Config, Error};
 use crate::engine::conn::{Conn, Handler};
+use crate::http::pipe::StreamIo;
 use crate::http::switch::Switched;
 use crate::proto::ws::keepalive::{Action, KeepAlive};
 use crate::proto::ws::{self as proto, Machine, Role, State};

@@ -1,6 +1,6 @@
 //! The server's upgrade, for any tower service: check the request, answer `101` (HTTP/1.1)
-//! or `200` (HTTP/2's extended CONNECT, RFC 8441), and get the socket once the answer is
-//! written.
+//! or `200` (the extended CONNECT of HTTP/2, RFC 8441, or HTTP/3, RFC 9220), and get the
+//! socket once the answer is written.
 //!
 //! ```no_run
 //! use http::{Request, Response};
@@ -20,8 +20,8 @@
 use super::handshake::{self, WebSocketUpgradeRejection};
 use super::oneshot::{self, Receiver};
 use super::socket::{self, WebSocket};
-use super::transport::{StreamIo, UpgradeBody};
 use super::{Config, Error};
+use crate::http::pipe::{StreamIo, UpgradeBody};
 use crate::http::switch::{OnSwitch, Switched, Tunnel};
 use crate::http::{Incoming, Protocol};
 use crate::proto::ws::deflate::{negotiate_server, PerMessageDeflate};
@@ -72,7 +72,8 @@ impl Upgrade {
         extensions: &mut Extensions,
     ) -> Result<Upgrade, WebSocketUpgradeRejection> {
         use WebSocketUpgradeRejection as R;
-        let via = if method == Method::CONNECT && version == Version::HTTP_2 {
+        let extended = matches!(version, Version::HTTP_2 | Version::HTTP_3);
+        let via = if method == Method::CONNECT && extended {
             handshake::check_extended_connect(headers, extensions.get::<Protocol>())?;
             let tunnel = extensions.remove::<Tunnel>();
             Via::Stream(
@@ -179,7 +180,7 @@ impl Upgrade {
                 let output = StreamIo::new(config.write_buffer_limit);
                 let out = output.clone();
                 let start = move || claim.start_stream(out, input, callback);
-                answer(None, UpgradeBody::stream(output, Box::new(start)))
+                answer(None, UpgradeBody::stream(output, Some(Box::new(start))))
             }
         }
     }

@@ -109,12 +109,17 @@ pub fn start_with(pki: &Pki, cfg: ServerConfig) -> SocketAddr {
 /// both TCP and UDP (the TCP listener's port may be taken on UDP, by another test's
 /// sockets: then it binds another).
 pub fn h3_serve(pki: &Pki) -> (SocketAddr, fibr::http::Serve<Router>) {
+    h3_serve_app(pki, app())
+}
+
+/// [`h3_serve`] with another app.
+pub fn h3_serve_app(pki: &Pki, app: Router) -> (SocketAddr, fibr::http::Serve<Router>) {
     let leaf = pki.server(&["localhost"]);
     let tls = Arc::new(pki.server_config(&leaf));
     for _ in 0..100 {
         let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
         let addr = listener.local_addr().unwrap();
-        let serve = fibr::serve(listener, app())
+        let serve = fibr::serve(listener, app.clone())
             .with_tls(tls.clone())
             .with_http3();
         if serve.http3_local_addr().is_ok_and(|udp| udp == addr) {

@@ -16,6 +16,8 @@ pub mod prefork;
 pub mod socks;
 #[cfg(feature = "tls")]
 pub mod tls_provider;
+#[cfg(all(feature = "tunnel", feature = "axum", feature = "tokio"))]
+pub mod tunnel;
 
 use fibr::http::{MakeService, Server, ServerConfig};
 use fibr::net::TcpListener;

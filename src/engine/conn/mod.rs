@@ -23,7 +23,7 @@ mod stall;
 pub(crate) mod udp;
 mod write;
 
-#[cfg(all(feature = "hyper", feature = "ws"))]
+#[cfg(all(feature = "hyper", feature = "tunnel"))]
 pub(crate) use open::adopt;
 pub(crate) use open::{Listener, StopAccepting};
 #[cfg(all(target_os = "linux", feature = "proxy"))]

@@ -2,7 +2,7 @@
 //! another owner (a socket hyper answered).
 
 use super::live::{Admission, LiveCount};
-#[cfg(all(feature = "hyper", feature = "ws"))]
+#[cfg(all(feature = "hyper", feature = "tunnel"))]
 use super::DetachedSocket;
 use super::{Conn, ConnInner, Handler, Kind, EV_OPEN};
 use crate::engine::reactor::Source;
@@ -44,7 +44,7 @@ impl Conn {
 /// A connection made of a socket taken back from another owner (a WebSocket whose `101`
 /// hyper wrote): `prepare` puts its handler and context in place before it is registered,
 /// and its first callback is `on_open`.
-#[cfg(all(feature = "hyper", feature = "ws"))]
+#[cfg(all(feature = "hyper", feature = "tunnel"))]
 pub(crate) fn adopt(
     rt: &Arc<Runtime>,
     socket: DetachedSocket,

@@ -173,7 +173,7 @@ impl<T> TokioIo<T> {
         TokioIo(inner)
     }
 
-    #[cfg(feature = "ws")]
+    #[cfg(feature = "tunnel")]
     pub(crate) fn into_inner(self) -> T {
         self.0
     }

@@ -238,7 +238,7 @@ impl TcpStream {
     }
 
     /// The descriptor back from the loops (a WebSocket fibr runs after hyper's `101`).
-    #[cfg(all(feature = "hyper", feature = "ws", not(feature = "tokio")))]
+    #[cfg(all(feature = "hyper", feature = "tunnel", not(feature = "tokio")))]
     pub(crate) fn into_fd(self) -> io::Result<OwnedFd> {
         Ok(self.reg.into_fd()?.0)
     }
@@ -358,7 +358,7 @@ impl UnixStream {
     }
 
     /// The descriptor back from the loops (a WebSocket fibr runs after hyper's `101`).
-    #[cfg(all(feature = "hyper", feature = "ws", not(feature = "tokio")))]
+    #[cfg(all(feature = "hyper", feature = "tunnel", not(feature = "tokio")))]
     pub(crate) fn into_fd(self) -> io::Result<OwnedFd> {
         Ok(self.reg.into_fd()?.0)
     }

@@ -14,7 +14,9 @@
 
 use super::wakers::Wakers;
 use crate::engine::conn::UdpSender;
-use quinn_proto::{ConnectionError, ConnectionEvent, ConnectionHandle, EndpointEvent, Transmit};
+use quinn_proto::{
+    ConnectionError, ConnectionEvent, ConnectionHandle, EndpointEvent, StreamId, Transmit,
+};
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -67,6 +69,17 @@ pub(crate) struct ConnState {
     send_wanted: bool,
     /// The connection is closed and its CONNECTION_CLOSE has been handed to the socket.
     close_sent: bool,
+    /// A server that takes extended CONNECT's `:protocol` out of request streams (h3
+    /// cannot parse `websocket`: `proto::h3`); boxed, and only when asked for.
+    pub(super) protocols: Option<Box<Protocols>>,
+}
+
+/// The `:protocol`s taken out of request streams' first frames, until their requests
+/// claim them.
+pub(crate) struct Protocols {
+    /// The largest first frame looked into (the server's field section bound).
+    pub max: usize,
+    pub taken: Vec<(StreamId, Vec<u8>)>,
 }
 
 impl ConnState {
@@ -82,6 +95,7 @@ impl ConnState {
             driver: None,
             send_wanted: false,
             close_sent: false,
+            protocols: None,
         }
     }
 

@@ -61,6 +61,10 @@ pub struct Http3Config {
     /// trip sooner. Early data can be replayed by an attacker, so only turn it on for an
     /// app whose requests are safe to run twice. Default: off.
     pub zero_rtt: bool,
+    /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 9220): accept extended CONNECT (a `:protocol`
+    /// such as `websocket`, given to the service as a `fibr::http::Protocol`). Default:
+    /// on with feature `ws`.
+    pub extended_connect: bool,
 }
 
 /// When [`Http3Config::retry`] asks a new client to validate its address.
@@ -92,6 +96,7 @@ impl Default for Http3Config {
             stateless_reset_key: None,
             migration: true,
             zero_rtt: false,
+            extended_connect: cfg!(feature = "ws"),
         }
     }
 }
@@ -105,6 +110,7 @@ config_setters!(Http3Config {
     opt with_stateless_reset_key => stateless_reset_key: [u8; 32],
     set with_migration => migration: bool,
     set with_zero_rtt => zero_rtt: bool,
+    set with_extended_connect => extended_connect: bool,
 });
 
 /// The QUIC server configuration from the HTTPS one: the same certificate and provider,

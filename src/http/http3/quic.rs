@@ -3,7 +3,8 @@
 //! the machine has nothing yet, and wakes the connection's driver when it changed
 //! something that needs sending.
 
-use super::driver::{ConnShared, ConnState, QuicConn};
+use super::driver::{ConnShared, ConnState, Protocols, QuicConn};
+use crate::proto::h3::{swap_marker, take_protocol, First};
 use bytes::{Buf, Bytes};
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, WriteBuf};
 use quinn_proto::{
@@ -81,6 +82,30 @@ impl QuicConn {
     }
 }
 
+impl QuicConn {
+    /// From now on, h3's request streams carry RFC 9220's `:protocol`, which h3 cannot:
+    /// a server's (accepted) streams have it taken out of their first frame (up to `max`
+    /// bytes) for [`QuicConn::take_protocol`]; a client's (opened) streams have their
+    /// first frame's `proto::h3::PROTOCOL_MARKER` field made `:protocol`.
+    pub(crate) fn carry_protocols(&self, max: usize) {
+        let mut st = self.0.lock();
+        if st.protocols.is_none() {
+            st.protocols = Some(Box::new(Protocols {
+                max,
+                taken: Vec::new(),
+            }));
+        }
+    }
+
+    /// The `:protocol` taken out of request stream `id`'s first frame, if any.
+    pub(crate) fn take_protocol(&self, id: u64) -> Option<Vec<u8>> {
+        let mut st = self.0.lock();
+        let taken = &mut st.protocols.as_mut()?.taken;
+        let at = taken.iter().position(|(s, _)| u64::from(*s) == id)?;
+        Some(taken.swap_remove(at).1)
+    }
+}
+
 impl<B: Buf> quic::Connection<B> for QuicConn {
     type RecvStream = RecvStream;
     type OpenStreams = QuicConn;
@@ -97,8 +122,16 @@ impl<B: Buf> quic::Connection<B> for QuicConn {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<BidiStream<B>, ConnectionErrorIncoming>> {
-        self.poll_accept(Dir::Bi, cx)
-            .map_ok(|id| BidiStream::new(&self.0, id))
+        self.poll_accept(Dir::Bi, cx).map_ok(|id| {
+            let mut stream = BidiStream::new(&self.0, id);
+            if let Some(p) = &self.0.lock().protocols {
+                stream.recv.first = Some(Box::new(FirstFrame {
+                    buf: Vec::new(),
+                    max: p.max,
+                }));
+            }
+            stream
+        })
     }
 
     fn opener(&self) -> QuicConn {
@@ -114,8 +147,11 @@ impl<B: Buf> quic::OpenStreams<B> for QuicConn {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<BidiStream<B>, StreamErrorIncoming>> {
-        self.poll_open(Dir::Bi, cx)
-            .map_ok(|id| BidiStream::new(&self.0, id))
+        self.poll_open(Dir::Bi, cx).map_ok(|id| {
+            let mut stream = BidiStream::new(&self.0, id);
+            stream.send.first = self.0.lock().protocols.is_some();
+            stream
+        })
     }
 
     fn poll_open_send(
@@ -137,11 +173,51 @@ impl<B: Buf> quic::OpenStreams<B> for QuicConn {
     }
 }
 
+/// Writes `buf` into stream `id` as far as its flow control allows.
+fn write_buf(
+    conn: &ConnShared,
+    id: StreamId,
+    buf: &mut impl Buf,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), StreamErrorIncoming>> {
+    let mut st = conn.lock();
+    if let Some(e) = &st.error {
+        return Poll::Ready(Err(stream_conn_error(e)));
+    }
+    while buf.has_remaining() {
+        match st.conn.send_stream(id).write(buf.chunk()) {
+            Ok(n) if n > 0 => {
+                buf.advance(n);
+                st.kick_to_send();
+            }
+            Ok(_) | Err(WriteError::Blocked) => {
+                st.wakers.wait_write(id, cx.waker());
+                return Poll::Pending;
+            }
+            Err(WriteError::Stopped(code)) => {
+                return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
+                    error_code: code.into_inner(),
+                }))
+            }
+            Err(WriteError::ClosedStream) => {
+                return Poll::Ready(Err(StreamErrorIncoming::Unknown(
+                    "write on a closed stream".into(),
+                )))
+            }
+        }
+    }
+    Poll::Ready(Ok(()))
+}
+
 /// The sending side of a stream; holds the one frame h3 hands over at a time.
 pub(crate) struct SendStream<B: Buf> {
     conn: Arc<ConnShared>,
     id: StreamId,
     pending: Option<WriteBuf<B>>,
+    /// A first frame rewritten ([`swap_marker`]), written in place of `pending`.
+    head: Option<Bytes>,
+    /// A client's request stream whose first frame may carry a `:protocol` marker.
+    first: bool,
     /// Finished or reset: nothing more to send (and no reset when dropped).
     done: bool,
 }
@@ -152,6 +228,8 @@ impl<B: Buf> SendStream<B> {
             conn: conn.clone(),
             id,
             pending: None,
+            head: None,
+            first: false,
             done: false,
         }
     }
@@ -159,53 +237,38 @@ impl<B: Buf> SendStream<B> {
 
 impl<B: Buf> quic::SendStream<B> for SendStream<B> {
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
+        if let Some(head) = self.head.as_mut() {
+            std::task::ready!(write_buf(&self.conn, self.id, head, cx))?;
+            self.head = None;
+        }
         let Some(buf) = self.pending.as_mut() else {
             return Poll::Ready(Ok(()));
         };
-        let mut st = self.conn.lock();
-        if let Some(e) = &st.error {
-            return Poll::Ready(Err(stream_conn_error(e)));
-        }
-        while buf.has_remaining() {
-            match st.conn.send_stream(self.id).write(buf.chunk()) {
-                Ok(n) if n > 0 => {
-                    buf.advance(n);
-                    st.kick_to_send();
-                }
-                Ok(_) | Err(WriteError::Blocked) => {
-                    st.wakers.wait_write(self.id, cx.waker());
-                    return Poll::Pending;
-                }
-                Err(WriteError::Stopped(code)) => {
-                    return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
-                        error_code: code.into_inner(),
-                    }))
-                }
-                Err(WriteError::ClosedStream) => {
-                    return Poll::Ready(Err(StreamErrorIncoming::Unknown(
-                        "write on a closed stream".into(),
-                    )))
-                }
-            }
-        }
+        std::task::ready!(write_buf(&self.conn, self.id, buf, cx))?;
         self.pending = None;
         Poll::Ready(Ok(()))
     }
 
     fn send_data<T: Into<WriteBuf<B>>>(&mut self, data: T) -> Result<(), StreamErrorIncoming> {
-        if self.pending.is_some() {
+        if self.pending.is_some() || self.head.is_some() {
             return Err(StreamErrorIncoming::Unknown(
                 "send_data before the last frame was written".into(),
             ));
         }
-        self.pending = Some(data.into());
+        let mut data = data.into();
+        if std::mem::take(&mut self.first) {
+            let frame = data.copy_to_bytes(data.remaining());
+            self.head = Some(swap_marker(&frame).map_or(frame, Bytes::from));
+            return Ok(());
+        }
+        self.pending = Some(data);
         Ok(())
     }
 
     /// Done once the peer acknowledged every byte: the request's task (and a graceful
     /// shutdown, which waits for those) lasts until the response has really arrived.
     fn poll_finish(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
-        if self.pending.is_some() {
+        if self.pending.is_some() || self.head.is_some() {
             std::task::ready!(self.poll_ready(cx))?;
         }
         let mut st = self.conn.lock();
@@ -276,6 +339,14 @@ pub(crate) struct RecvStream {
     conn: Arc<ConnShared>,
     id: StreamId,
     done: bool,
+    /// A server's request stream whose first frame is still to be looked into.
+    first: Option<Box<FirstFrame>>,
+}
+
+/// The start of a request stream, kept until its first frame is whole.
+struct FirstFrame {
+    buf: Vec<u8>,
+    max: usize,
 }
 
 impl RecvStream {
@@ -284,14 +355,61 @@ impl RecvStream {
             conn: conn.clone(),
             id,
             done: false,
+            first: None,
         }
     }
-}
 
-impl quic::RecvStream for RecvStream {
-    type Buf = Bytes;
+    /// Reads until the first frame is whole, takes its `:protocol` out if it has one,
+    /// and hands h3 the rest.
+    fn poll_first(
+        &mut self,
+        mut first: Box<FirstFrame>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
+        loop {
+            let chunk = match self.poll_chunk(cx) {
+                Poll::Ready(Ok(Some(chunk))) => chunk,
+                Poll::Pending => {
+                    self.first = Some(first);
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(None)) if !first.buf.is_empty() => {
+                    return Poll::Ready(Ok(Some(first.buf.into())));
+                }
+                end => return end,
+            };
+            // Most first frames come whole in one chunk and pass without a copy.
+            let seen = if first.buf.is_empty() {
+                &chunk[..]
+            } else {
+                first.buf.extend_from_slice(&chunk);
+                &first.buf[..]
+            };
+            match take_protocol(seen, first.max) {
+                First::More => {
+                    if first.buf.is_empty() {
+                        first.buf = chunk.to_vec();
+                    }
+                }
+                First::Pass if first.buf.is_empty() => return Poll::Ready(Ok(Some(chunk))),
+                First::Pass => return Poll::Ready(Ok(Some(first.buf.into()))),
+                First::Taken {
+                    mut frame,
+                    protocol,
+                    consumed,
+                } => {
+                    frame.extend_from_slice(&seen[consumed..]);
+                    let mut st = self.conn.lock();
+                    if let Some(p) = st.protocols.as_mut() {
+                        p.taken.push((self.id, protocol));
+                    }
+                    return Poll::Ready(Ok(Some(frame.into())));
+                }
+            }
+        }
+    }
 
-    fn poll_data(
+    fn poll_chunk(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
@@ -332,6 +450,20 @@ impl quic::RecvStream for RecvStream {
             Poll::Ready(_) => self.done = true,
         }
         res
+    }
+}
+
+impl quic::RecvStream for RecvStream {
+    type Buf = Bytes;
+
+    fn poll_data(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
+        match self.first.take() {
+            Some(first) => self.poll_first(first, cx),
+            None => self.poll_chunk(cx),
+        }
     }
 
     fn stop_sending(&mut self, error_code: u64) {

@@ -29,7 +29,8 @@ pub(crate) struct Limits {
     pub max_field_section_size: u64,
 }
 
-/// Runs h3 on `quic`: accepts requests until the client goes away, each on its own task.
+/// Runs h3 on `quic`: accepts requests until the client goes away, each on its own task;
+/// with `extended_connect`, RFC 9220's `:protocol` too.
 /// The service is shared by the connection's requests (called under a lock, its futures
 /// run on the request tasks). When `drain` completes (graceful shutdown) it sends GOAWAY,
 /// refuses later requests, and returns (closing the connection) once those it took are
@@ -38,6 +39,7 @@ pub(crate) async fn serve_connection<S, B>(
     quic: QuicConn,
     svc: S,
     limits: Limits,
+    extended_connect: bool,
     drain: impl Future<Output = ()>,
 ) where
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
@@ -50,6 +52,10 @@ pub(crate) async fn serve_connection<S, B>(
     let handle = quic.clone();
     let mut builder = h3::server::builder();
     builder.max_field_section_size(limits.max_field_section_size);
+    if extended_connect {
+        builder.enable_extended_connect(true);
+        quic.carry_protocols(limits.max_field_section_size as usize);
+    }
     // The handshake's future (~3.6 KB) is boxed, and its result matched without a binding:
     // kept inline, either would stay in this future, which an idle connection holds for
     // its life (`the_connection_future_holds_little_beyond_h3s_own_state`).
@@ -90,8 +96,9 @@ pub(crate) async fn serve_connection<S, B>(
                 Step::Accepted(Ok(Some(resolver))) => {
                     let guard = InFlight::enter(&in_flight);
                     let svc = svc.clone();
+                    let quic = extended_connect.then(|| handle.clone());
                     crate::engine::runtime::spawn(async move {
-                        request(resolver, svc, limits).await;
+                        request(resolver, svc, limits, quic).await;
                         drop(guard);
                     });
                     false
@@ -163,6 +170,7 @@ async fn request<S, B>(
     resolver: RequestResolver<QuicConn, Bytes>,
     svc: Arc<Mutex<S>>,
     limits: Limits,
+    quic: Option<QuicConn>,
 ) where
     S: Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
     S::Future: Send + 'static,
@@ -171,14 +179,19 @@ async fn request<S, B>(
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    let (req, stream) = match resolver.resolve_request().await {
+    let (mut req, stream) = match resolver.resolve_request().await {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(error = %e, "HTTP/3 request not read");
             return;
         }
     };
-    let (mut send, recv) = stream.split();
+    let (mut send, mut recv) = stream.split();
+    if let Some(quic) = quic {
+        if !claim_protocol(&quic, &mut req, &mut send, &mut recv) {
+            return;
+        }
+    }
     let length = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -186,7 +199,20 @@ async fn request<S, B>(
     let room = Arc::new(WakeSlot::default());
     let (body, sender) =
         Incoming::channel(Waker::from(room.clone()), length, false, limits.body_buffer);
+    #[cfg(feature = "tunnel")]
+    let tunnel = req.method() == http::Method::CONNECT;
+    #[cfg(not(feature = "tunnel"))]
+    let tunnel = false;
     let req = req.map(|()| body);
+    #[cfg(feature = "tunnel")]
+    let req = if tunnel {
+        sender.wake_when_reader_gone();
+        into_tunnel(req)
+    } else {
+        req
+    };
+    // A tunnel's bytes are no request body: no bound on their total.
+    let max_body_size = limits.max_body_size.filter(|_| !tunnel);
     // Built in the call and awaited there, not bound first: a binding would keep its own
     // room in this future beside the copy being awaited.
     let served = with_pump(
@@ -213,11 +239,37 @@ async fn request<S, B>(
                 }
             }
         },
-        pump(recv, sender, room, limits.max_body_size),
+        pump(recv, sender, room, max_body_size),
+        tunnel,
     )
     .await;
     if let Err(e) = served {
         tracing::debug!(error = %e, "HTTP/3 response not sent");
+    }
+}
+
+/// Gives `req` the `:protocol` its stream's first frame had (taken out for h3, see
+/// `proto::h3`); `false` (the stream reset) if it is malformed: RFC 9220 (RFC 8441 §4)
+/// allows it on CONNECT only.
+fn claim_protocol<T>(
+    quic: &QuicConn,
+    req: &mut Request<T>,
+    send: &mut RequestStream<SendStream<Bytes>, Bytes>,
+    recv: &mut RequestStream<RecvStream, Bytes>,
+) -> bool {
+    let Some(p) = quic.take_protocol(send.send_id().into_inner()) else {
+        return true;
+    };
+    match crate::http::Protocol::from_token(&p) {
+        Some(p) if req.method() == http::Method::CONNECT => {
+            req.extensions_mut().insert(p);
+            true
+        }
+        _ => {
+            send.stop_stream(Code::H3_MESSAGE_ERROR);
+            recv.stop_sending(Code::H3_MESSAGE_ERROR);
+            false
+        }
     }
 }
 
@@ -229,18 +281,29 @@ pin_project_lite::pin_project! {
     /// when the response is done is dropped, which stops the stream's unread rest.
     /// A struct, not an async fn: one that pinned its arguments held both futures twice,
     /// and every request's task was copied into place at that size.
-    struct WithPump<F, P> {
+    /// A tunnel's input outlives its response (our side half-closed, the peer's still
+    /// sending): with `outlives`, the pump runs to its own end (the peer's FIN, or the
+    /// tunnel dropping its input).
+    struct WithPump<F: Future, P> {
         #[pin]
         serve: F,
         #[pin]
         pump: Option<P>,
+        outlives: bool,
+        served: Option<F::Output>,
     }
 }
 
-fn with_pump<F: Future, P: Future<Output = ()>>(serve: F, pump: P) -> WithPump<F, P> {
+fn with_pump<F: Future, P: Future<Output = ()>>(
+    serve: F,
+    pump: P,
+    outlives: bool,
+) -> WithPump<F, P> {
     WithPump {
         serve,
         pump: Some(pump),
+        outlives,
+        served: None,
     }
 }
 
@@ -254,7 +317,16 @@ impl<F: Future, P: Future<Output = ()>> Future for WithPump<F, P> {
                 me.pump.set(None);
             }
         }
-        me.serve.poll(cx)
+        if me.served.is_none() {
+            match me.serve.poll(cx) {
+                Poll::Ready(out) if *me.outlives && me.pump.is_some() => *me.served = Some(out),
+                other => return other,
+            }
+        }
+        match me.pump.is_some() {
+            true => Poll::Pending,
+            false => Poll::Ready(me.served.take().expect("served before")),
+        }
     }
 }
 
@@ -299,12 +371,39 @@ where
             Next::End => break,
             Next::Failed(e) => {
                 tracing::debug!(error = %e, "response body failed");
-                send.stop_stream(Code::H3_INTERNAL_ERROR);
+                send.stop_stream(failure_code(&e));
                 return Ok(());
             }
         }
     }
     send.finish().await
+}
+
+/// The code a failed response body resets its stream with: an aborted tunnel is
+/// H3_CONNECT_ERROR (RFC 9114 §4.4), anything else the server's fault.
+fn failure_code(e: &BoxError) -> Code {
+    #[cfg(feature = "tunnel")]
+    if crate::http::pipe::TunnelAborted::caused(&**e) {
+        return Code::H3_CONNECT_ERROR;
+    }
+    let _ = e;
+    Code::H3_INTERNAL_ERROR
+}
+
+/// A CONNECT's stream is a tunnel (RFC 9114 §4.4; extended, RFC 9220): its input goes to
+/// whoever takes it (`fibr::http::tunnel`, `fibr::ws`), and h3's `:protocol` becomes
+/// fibr's.
+#[cfg(feature = "tunnel")]
+fn into_tunnel(mut req: Request<Incoming>) -> Request<Incoming> {
+    let input = std::mem::replace(req.body_mut(), Incoming::empty());
+    let ext = req.extensions_mut();
+    ext.insert(crate::http::switch::Tunnel::new(input));
+    if let Some(p) = ext.remove::<h3::ext::Protocol>() {
+        if let Some(p) = crate::http::Protocol::new(p.as_str()) {
+            ext.insert(p);
+        }
+    }
+    req
 }
 
 /// Moves the request body from the stream into the service's `Incoming`, waiting while
@@ -317,20 +416,25 @@ async fn pump(
 ) {
     let mut total = 0u64;
     loop {
-        poll_fn(|cx| {
+        // Reads wait for room in the buffer. A reader that goes ends the pump, also while
+        // the stream is quiet (a tunnel dropped while its peer sends nothing: its drop
+        // wakes `room`).
+        let next = poll_fn(|cx| {
             room.set(cx.waker());
-            if sender.has_room() {
-                Poll::Ready(())
-            } else {
-                Poll::Pending
+            if sender.reader_gone() {
+                return Poll::Ready(None);
             }
+            if !sender.has_room() {
+                return Poll::Pending;
+            }
+            recv.poll_recv_data(cx).map(Some)
         })
         .await;
-        if sender.reader_gone() {
+        let Some(next) = next else {
             recv.stop_sending(Code::H3_NO_ERROR);
             return;
-        }
-        match recv.recv_data().await {
+        };
+        match next {
             Ok(Some(mut data)) => {
                 total += data.remaining() as u64;
                 if let Some(max) = max.filter(|&m| total > m) {
@@ -422,8 +526,9 @@ mod tests {
     fn a_request_task_holds_its_service_and_pump_once() {
         let (svc, limits) = (empty_service(), LIMITS);
         let svc = Arc::new(Mutex::new(svc));
-        let size =
-            returned_size(&|r: RequestResolver<QuicConn, Bytes>| request(r, svc.clone(), limits));
+        let size = returned_size(&|r: RequestResolver<QuicConn, Bytes>| {
+            request(r, svc.clone(), limits, None)
+        });
         assert!(size <= 3_200, "a request's future is {size} B");
     }
 
@@ -436,7 +541,7 @@ mod tests {
         type Conn = h3::server::Connection<QuicConn, Bytes>;
         let (svc, limits) = (empty_service(), LIMITS);
         let serve = returned_size(&|quic: QuicConn| {
-            serve_connection(quic, svc, limits, std::future::pending())
+            serve_connection(quic, svc, limits, true, std::future::pending())
         });
         let accept = returned_size(&|conn: &'static mut Conn| conn.accept());
         let h3s_own = std::mem::size_of::<Conn>() + accept;

@@ -48,7 +48,7 @@ pub(super) struct H1State<S: Service<Request<Incoming>>, B> {
     sniffed: Vec<u8>,
     /// The upgrade request answered here (the last one read): who takes the connection
     /// if its answer is a `101`.
-    #[cfg(feature = "ws")]
+    #[cfg(feature = "tunnel")]
     switch: Option<crate::http::switch::OnSwitch>,
 }
 
@@ -61,7 +61,7 @@ impl<S: Service<Request<Incoming>>, B> H1State<S, B> {
             timer: None,
             tls,
             sniffed: Vec::new(),
-            #[cfg(feature = "ws")]
+            #[cfg(feature = "tunnel")]
             switch: None,
         }
     }
@@ -122,7 +122,7 @@ struct Calls<'a, S> {
     conn: &'a Conn,
     cfg: &'a ServerConfig,
     tls: &'a ConnTls,
-    #[cfg(feature = "ws")]
+    #[cfg(feature = "tunnel")]
     switch: &'a mut Option<crate::http::switch::OnSwitch>,
 }
 
@@ -151,7 +151,7 @@ where
         head: RequestHead,
         body: Option<NewBody>,
     ) -> Dispatched<Self::Exchange, BodySender> {
-        #[cfg(feature = "ws")]
+        #[cfg(feature = "tunnel")]
         let upgrade = head.upgrade;
         let (incoming, sender) = match body {
             None => (Incoming::empty(), None),
@@ -171,7 +171,7 @@ where
         *req.version_mut() = head.version;
         *req.headers_mut() = head.headers;
         self.tls.extend(&mut req);
-        #[cfg(feature = "ws")]
+        #[cfg(feature = "tunnel")]
         if upgrade {
             let switch = crate::http::switch::OnSwitch::default();
             req.extensions_mut().insert(switch.clone());
@@ -214,7 +214,7 @@ where
             conn,
             cfg,
             tls: &self.tls,
-            #[cfg(feature = "ws")]
+            #[cfg(feature = "tunnel")]
             switch: &mut self.switch,
         };
         (&mut self.h1, calls)
@@ -644,7 +644,7 @@ where
             return;
         };
         self.shared().forget(conn);
-        #[cfg(feature = "ws")]
+        #[cfg(feature = "tunnel")]
         if let Some(take) = st.switch.as_ref().and_then(|s| s.take()) {
             drop(st);
             let conn = conn.clone();

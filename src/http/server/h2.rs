@@ -86,14 +86,16 @@ where
         };
         let deadline = grpc_timeout(&head.headers).map(|t| round_clock().now + t);
         let mut req = Request::new(incoming);
+        // A CONNECT's stream is a tunnel (RFC 9113 §8.5; extended, RFC 8441): its input
+        // goes to whoever takes it (`fibr::http::tunnel`, `fibr::ws`).
+        #[cfg(feature = "tunnel")]
+        if head.method == http::Method::CONNECT {
+            let input = std::mem::replace(req.body_mut(), Incoming::empty());
+            req.extensions_mut()
+                .insert(crate::http::switch::Tunnel::new(input));
+        }
         if let Some(protocol) = head.protocol {
             req.extensions_mut().insert(protocol);
-            #[cfg(feature = "ws")]
-            {
-                let input = std::mem::replace(req.body_mut(), Incoming::empty());
-                req.extensions_mut()
-                    .insert(crate::http::switch::Tunnel::new(input));
-            }
         }
         *req.method_mut() = head.method;
         *req.uri_mut() = head.uri;
@@ -393,6 +395,11 @@ impl<D: bytes::Buf> Sink<D> for H2Body<'_, '_, D> {
     }
 
     fn failed(&mut self, err: BoxError) {
+        // An aborted tunnel is CONNECT_ERROR (RFC 9113 §8.5), not a server fault.
+        #[cfg(feature = "tunnel")]
+        if crate::http::pipe::TunnelAborted::caused(&*err) {
+            return self.w.reset(ErrorCode::CONNECT_ERROR);
+        }
         tracing::warn!(error = %err, stream = self.w.id(), "a response body failed; resetting the stream");
         self.w.reset(ErrorCode::INTERNAL_ERROR);
     }

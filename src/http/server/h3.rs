@@ -70,6 +70,7 @@ where
             max_body_size: cfg.max_body_size,
             max_field_section_size: cfg.max_head_bytes as u64,
         };
+        let extended_connect = cfg.http3.extended_connect;
         let shared = self.shared.clone();
         let app = Box::new(move |quic, info: ConnInfo, driver| {
             if shared.live.draining() {
@@ -86,7 +87,8 @@ where
             let shared = shared.clone();
             crate::engine::runtime::spawn(crate::http::http3::alongside(driver, async move {
                 let drain = shared.drain_started.wait();
-                crate::http::http3::serve_connection(quic, svc, limits, drain).await;
+                crate::http::http3::serve_connection(quic, svc, limits, extended_connect, drain)
+                    .await;
                 shared.live.left();
             }));
             Ok(())

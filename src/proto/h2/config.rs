@@ -61,8 +61,9 @@ pub struct Http2Config {
     pub window_stall_timeout: Option<Duration>,
     /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441): accept extended CONNECT (a `:protocol`
     /// pseudo-header), which is how a WebSocket opens over HTTP/2. The request carries a
-    /// `fibr::http::Protocol`; with feature `ws` (where this is on by default) its body
-    /// is kept for `fibr::ws`, which takes the stream, and the service's own is empty.
+    /// `fibr::http::Protocol`. On by default with feature `ws`. (With feature `tunnel`,
+    /// the body of every CONNECT, extended or not, is kept for whoever takes the stream,
+    /// `fibr::ws` or `fibr::http::tunnel`, and the service's own is empty.)
     pub extended_connect: bool,
 }
 

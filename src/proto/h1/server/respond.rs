@@ -69,8 +69,16 @@ impl<B: BodySink, X> ServerConn<B, X> {
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
             }
         }
-        if parts.status == StatusCode::SWITCHING_PROTOCOLS && switching {
-            // The service took the connection: what follows is the new protocol's.
+        // A `2xx` to CONNECT carries neither Content-Length nor Transfer-Encoding (RFC 9110
+        // §9.3.6): the tunnel's bytes follow the head.
+        let tunnel = slot.connect && parts.status.is_success();
+        if tunnel {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.remove(header::TRANSFER_ENCODING);
+        }
+        if switching && (parts.status == StatusCode::SWITCHING_PROTOCOLS || tunnel) {
+            // The service may take the connection (if none does, the driver closes it):
+            // what follows is the new protocol's, or the tunnel's.
             let date = (clock.date)();
             encode_head(
                 slot.version,
@@ -85,14 +93,9 @@ impl<B: BodySink, X> ServerConn<B, X> {
             self.reading = Reading::Upgraded { switched: true };
             return Started::Done(After::Next);
         }
-        // A `2xx` to CONNECT carries neither Content-Length nor Transfer-Encoding (RFC 9110
-        // §9.3.6): the tunnel's bytes follow the head. Here, no tunnel does (hyper's path
-        // takes CONNECT when it can, see `Dispatch::hands_off`): the connection ends after
-        // the head, and what the client sent after its CONNECT is never read as HTTP.
-        let tunnel = slot.connect && parts.status.is_success();
+        // A CONNECT with a body is not switched: the connection ends after the head, and
+        // what the client sent after its CONNECT is never read as HTTP.
         let framing = if tunnel {
-            parts.headers.remove(header::CONTENT_LENGTH);
-            parts.headers.remove(header::TRANSFER_ENCODING);
             BodyFraming::Empty
         } else {
             framing_for(slot.head_only, parts.status, exact, slot.version)

@@ -523,23 +523,29 @@ fn upgrade_waits_for_the_responses_before_it() {
 }
 
 /// A `2xx` to CONNECT answered here (no hand-off: TLS, or no hyper) has no framing, and
-/// the connection ends after it: the tunnel's bytes are never read as HTTP.
+/// switches the connection as a `101` does: what followed the CONNECT is the tunnel's
+/// (given to whoever claimed it, `fibr::http::tunnel`), never read as HTTP.
 #[test]
-fn connect_answered_here_has_no_framing_and_ends_the_connection() {
+fn connect_answered_here_has_no_framing_and_switches_the_connection() {
     let mut h = harness();
     h.feed(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\nGET /in-the-tunnel HTTP/1.1\r\nHost: h\r\n\r\n");
     assert_eq!(h.svc.requests, ["CONNECT example.com:443"]);
     // The app's body length is not written (Body::empty() has an exact size of 0).
     assert_eq!(
         h.respond_parts(200, &[("content-length", "0")], Some(0), ""),
-        After::Close
+        After::Next
     );
     let date = std::str::from_utf8(DATE).unwrap();
     assert_eq!(
         h.take_out(),
-        format!("HTTP/1.1 200 OK\r\ndate: {date}\r\nconnection: close\r\n\r\n")
+        format!("HTTP/1.1 200 OK\r\ndate: {date}\r\n\r\n")
     );
-    assert!(h.settle().close);
+    assert_eq!(
+        h.conn.take_upgrade(),
+        Some(Upgrade::Switched(
+            b"GET /in-the-tunnel HTTP/1.1\r\nHost: h\r\n\r\n".to_vec()
+        ))
+    );
     assert_eq!(h.svc.requests, ["CONNECT example.com:443"]);
     // A refusal is an ordinary response, framed; the connection ends after it too.
     let mut h = harness();

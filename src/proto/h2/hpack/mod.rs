@@ -219,8 +219,9 @@ impl Scratch {
     }
 }
 
-/// §5.1: an integer whose `prefix` low bits are in `first`, continuing in `src`.
-fn decode_int(first: u8, prefix: u8, src: &mut &[u8]) -> Result<usize, DecodeError> {
+/// §5.1: an integer whose `prefix` low bits are in `first`, continuing in `src` (QPACK's
+/// integers are the same, RFC 9204 §4.1.1).
+pub(crate) fn decode_int(first: u8, prefix: u8, src: &mut &[u8]) -> Result<usize, DecodeError> {
     let max_prefix = ((1u16 << prefix) - 1) as u8;
     let mut value = u64::from(first & max_prefix);
     if value < u64::from(max_prefix) {
@@ -247,6 +248,23 @@ fn decode_int(first: u8, prefix: u8, src: &mut &[u8]) -> Result<usize, DecodeErr
     }
 }
 
+/// §5.2's Huffman code, decoded (QPACK's strings use the same code).
+#[cfg(feature = "http3")]
+pub(crate) fn huffman_decode(src: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    let mut out = vec![0; huffman::max_decoded_len(src.len())];
+    let n = huffman::decode(src, &mut out)?;
+    out.truncate(n);
+    Ok(out)
+}
+
+/// §5.2's Huffman code, for tests that build Huffman-coded fields by hand.
+#[cfg(test)]
+pub(crate) fn huffman_encode(src: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    huffman::encode(src, &mut out);
+    out
+}
+
 /// §5.2: a string literal, borrowed from the block or decoded into `buf`.
 fn read_string<'s, 'b: 's>(
     src: &mut &'b [u8],
@@ -271,7 +289,7 @@ fn read_string<'s, 'b: 's>(
 }
 
 /// §5.1: appends `value` with `prefix` bits in a first byte that carries `flags` above them.
-fn encode_int(value: usize, prefix: u8, flags: u8, out: &mut Vec<u8>) {
+pub(crate) fn encode_int(value: usize, prefix: u8, flags: u8, out: &mut Vec<u8>) {
     let max_prefix = (1usize << prefix) - 1;
     if value < max_prefix {
         out.push(flags | value as u8);
