@@ -29,19 +29,25 @@
 //! medians over the runs (min–max); the servers are alternated within a run. Ratios are
 //! fibr / nginx and fibr / axum. Servers are killed on every path and die with this process.
 
+#[path = "support/nginx.rs"]
+mod nginx;
 #[path = "support/os.rs"]
 mod os_support;
 #[path = "support/server.rs"]
 mod server_support;
 #[path = "support/skip.rs"]
 mod skip;
+#[path = "support/wrk.rs"]
+mod wrk;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use server_support::{pinned_command, process_cpu_us, ServerChild};
+use nginx::Nginx;
+use server_support::{process_cpu_us, ServerChild};
+use wrk::{median, spread};
 
 const SMALL: usize = 1024;
 const LARGE: usize = 100 * 1024 * 1024;
@@ -146,7 +152,7 @@ impl Files {
     fn create() -> Result<Files, String> {
         let dir = std::env::temp_dir().join(format!("fibr-bench-files-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("nginx/tmp")).map_err(|e| e.to_string())?;
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let pattern = |len: usize| -> Vec<u8> { (0..len).map(|i| (i % 251) as u8).collect() };
         std::fs::write(dir.join("1k.bin"), pattern(SMALL)).map_err(|e| e.to_string())?;
         std::fs::write(dir.join("100m.bin"), pattern(LARGE)).map_err(|e| e.to_string())?;
@@ -160,17 +166,17 @@ impl Drop for Files {
     }
 }
 
-/// A running server: the process to measure (and, for nginx, its workers).
+/// A running server.
 enum Running {
     Child(ServerChild),
-    Nginx { master: Child, addr: SocketAddr },
+    Nginx(Nginx),
 }
 
 impl Running {
     fn addr(&self) -> SocketAddr {
         match self {
             Running::Child(c) => c.addr,
-            Running::Nginx { addr, .. } => *addr,
+            Running::Nginx(n) => n.addr,
         }
     }
 
@@ -178,42 +184,9 @@ impl Running {
     fn cpu_us(&self) -> Result<f64, String> {
         match self {
             Running::Child(c) => process_cpu_us(c.pid()),
-            Running::Nginx { master, .. } => {
-                let mut total = process_cpu_us(master.id())?;
-                for pid in children(master.id()) {
-                    total += process_cpu_us(pid).unwrap_or(0.0);
-                }
-                Ok(total)
-            }
+            Running::Nginx(n) => n.cpu_us(),
         }
     }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Running::Nginx { master, .. } = self {
-            // SIGTERM: nginx's fast shutdown takes its workers with it.
-            // SAFETY: kill takes a pid and a signal number.
-            unsafe { libc::kill(master.id() as i32, libc::SIGTERM) };
-            let _ = master.wait();
-        }
-    }
-}
-
-/// The processes whose parent is `pid`.
-fn children(pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-                s.rsplit_once(") ")
-                    .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok())
-                    == Some(pid)
-            })
-        })
-        .collect()
 }
 
 fn start(
@@ -241,60 +214,17 @@ fn start(
             )
             .map(Running::Child)
         }
-        Server::Nginx => start_nginx(files, cpu),
+        Server::Nginx => Nginx::start(cpu, &files.0.join("nginx"), |addr| {
+            format!(
+                "sendfile on; tcp_nopush on;\n\
+                 open_file_cache max=1000 inactive=60s; open_file_cache_valid 60s;\n\
+                 keepalive_requests 10000000; keepalive_timeout 65;\n\
+                 types {{ application/octet-stream bin; }}\n\
+                 server {{ listen {addr}; location /static/ {{ alias {dir}/; }} }}"
+            )
+        })
+        .map(Running::Nginx),
     }
-}
-
-/// nginx from a config written beside the files, on a free port.
-fn start_nginx(files: &Files, cpu: usize) -> Result<Running, String> {
-    os_support::which("nginx", "apt-get install nginx; scripts/peers installs it")?;
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let prefix = files.0.join("nginx");
-    let tmp = prefix.join("tmp");
-    let t = tmp.display();
-    let conf = format!(
-        "worker_processes 1;\n\
-         error_log {p}/error.log;\n\
-         pid {p}/nginx.pid;\n\
-         events {{ worker_connections 4096; }}\n\
-         http {{\n\
-           access_log off;\n\
-           sendfile on; tcp_nopush on;\n\
-           open_file_cache max=1000 inactive=60s; open_file_cache_valid 60s;\n\
-           keepalive_requests 10000000; keepalive_timeout 65;\n\
-           types {{ application/octet-stream bin; }}\n\
-           client_body_temp_path {t}/body; proxy_temp_path {t}/proxy;\n\
-           fastcgi_temp_path {t}/fastcgi; uwsgi_temp_path {t}/uwsgi; scgi_temp_path {t}/scgi;\n\
-           server {{ listen {addr}; location /static/ {{ alias {d}/; }} }}\n\
-         }}\n",
-        p = prefix.display(),
-        d = files.0.display(),
-    );
-    let conf_path = prefix.join("nginx.conf");
-    std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
-    let mut cmd = pinned_command(cpu, "nginx");
-    cmd.arg("-p")
-        .arg(&prefix)
-        .arg("-c")
-        .arg(&conf_path)
-        .args(["-g", "daemon off;"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let master = cmd.spawn().map_err(|e| format!("starting nginx: {e}"))?;
-    let running = Running::Nginx { master, addr };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            return Err("nginx did not start listening in time".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(running)
 }
 
 /// Checks that `path` answers 200 with `len` bytes (the servers serve the same files).
@@ -317,26 +247,6 @@ fn check(addr: SocketAddr, path: &str, len: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// `wrk -t1 -cCONNS -dSECS URL` pinned to `cpu`: the requests it completed.
-fn wrk(cpu: usize, conns: usize, phase: Duration, url: &str) -> Result<u64, String> {
-    let out = pinned_command(cpu, "wrk")
-        .args([
-            "-t1",
-            &format!("-c{conns}"),
-            &format!("-d{}s", phase.as_secs()),
-        ])
-        .arg(url)
-        .output()
-        .map_err(|e| format!("wrk: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if text.contains("Non-2xx") || text.contains("Socket errors") {
-        return Err(format!("wrk saw errors:\n{text}"));
-    }
-    text.lines()
-        .find_map(|l| l.trim().split_once(" requests in ")?.0.parse().ok())
-        .ok_or_else(|| format!("no request count in wrk's output:\n{text}"))
-}
-
 /// One phase: (the figure, the throughput).
 fn measure(
     sc: Scenario,
@@ -351,10 +261,10 @@ fn measure(
     let addr = running.addr();
     check(addr, path, size)?;
     let url = format!("http://{addr}{path}");
-    wrk(load_cpu, conns, Duration::from_secs(1), &url)?;
+    wrk::requests(load_cpu, conns, Duration::from_secs(1), &url)?;
     let cpu0 = running.cpu_us()?;
     let t0 = Instant::now();
-    let requests = wrk(load_cpu, conns, phase, &url)?;
+    let requests = wrk::requests(load_cpu, conns, phase, &url)?;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = running.cpu_us()? - cpu0;
     if requests == 0 {
@@ -367,18 +277,6 @@ fn measure(
             (cpu / 1000.0 / gib, gib / secs)
         }
     })
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    s[s.len() / 2]
-}
-
-fn spread(v: &[f64]) -> String {
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("{:.2} ({min:.2}–{max:.2})", median(v))
 }
 
 fn run() -> Result<(), String> {
