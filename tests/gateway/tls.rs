@@ -55,23 +55,7 @@ fn clients_over_https_and_h3() {
     bounded(super::LIMIT, || {
         let pki = Pki::new();
         let (upstream, _) = super::fibr_upstream("plain");
-        let gw = Gateway::new([super::http(upstream)], Config::default()).unwrap();
-        let app = Router::new().fallback_service(gw);
-        let tls = Arc::new(pki.server_config(&pki.server(&["localhost"])));
-        let addr = (0..100)
-            .find_map(|_| {
-                let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
-                let addr = listener.local_addr().unwrap();
-                let serve = fibr::serve(listener, app.clone())
-                    .with_tls(tls.clone())
-                    .with_http3();
-                let both = serve.http3_local_addr().is_ok_and(|udp| udp == addr);
-                both.then(|| {
-                    drop(fibr::spawn(serve.into_future()));
-                    addr
-                })
-            })
-            .expect("a port free on both TCP and UDP");
+        let addr = tls_gateway(&pki, super::http(upstream));
         let base = format!("https://localhost:{}", addr.port());
         let resolve = format!("localhost:{}:127.0.0.1", addr.port());
         let r = curl(&[
@@ -100,5 +84,41 @@ fn clients_over_https_and_h3() {
         let text = String::from_utf8_lossy(&text);
         assert!(text.contains("via: 3 fibr\n"), "{text}");
         assert!(text.contains("x-forwarded-proto: https\n"), "{text}");
+    });
+}
+
+/// A gateway to `upstream` served over TLS (h2 and HTTP/1.1 by ALPN) and HTTP/3 on the
+/// same port, with a certificate for `localhost` from `pki`.
+fn tls_gateway(pki: &Pki, upstream: fibr::gateway::Upstream) -> std::net::SocketAddr {
+    let gw = Gateway::new([upstream], Config::default()).unwrap();
+    let app = Router::new().fallback_service(gw);
+    let tls = Arc::new(pki.server_config(&pki.server(&["localhost"])));
+    (0..100)
+        .find_map(|_| {
+            let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+            let addr = listener.local_addr().unwrap();
+            let serve = fibr::serve(listener, app.clone())
+                .with_tls(tls.clone())
+                .with_http3();
+            let both = serve.http3_local_addr().is_ok_and(|udp| udp == addr);
+            both.then(|| {
+                drop(fibr::spawn(serve.into_future()));
+                addr
+            })
+        })
+        .expect("a port free on both TCP and UDP")
+}
+
+/// WebSocket from an HTTP/1.1 client over TLS (Python's `websockets`, wss): fibr's own
+/// HTTP/1.1 serves the connection, the gateway claims its switch on the upstream's `101`.
+#[cfg(feature = "tunnel")]
+#[test]
+fn websocket_over_tls_http1() {
+    bounded(super::LIMIT, || {
+        let pki = Pki::new();
+        let (upstream, _rt) = super::axum_upstream_of(super::ws::echo_app());
+        let addr = tls_gateway(&pki, super::http(upstream));
+        let url = format!("wss://localhost:{}/ws", addr.port());
+        super::ws::python_echo_over(&url, Some(pki.ca_pem.path()));
     });
 }
