@@ -122,3 +122,42 @@ fn websocket_over_tls_http1() {
         super::ws::python_echo_over(&url, Some(pki.ca_pem.path()));
     });
 }
+
+/// RFC 9220: fibr's WebSocket client over HTTP/3 sends an extended CONNECT to the
+/// gateway, which opens the WebSocket upstream over HTTP/1.1 (axum's echo) and joins the
+/// two, as it does for HTTP/2's.
+#[cfg(feature = "ws")]
+#[test]
+fn websocket_over_h3_extended_connect() {
+    use fibr::ws::{Connector, Message};
+    bounded(super::LIMIT, || {
+        let pki = Pki::new();
+        let (upstream, _rt) = super::axum_upstream_of(super::ws::echo_app());
+        let addr = tls_gateway(&pki, super::http(upstream));
+        let client = Client::builder()
+            .tls_config(Arc::new(pki.client_config()))
+            .http3_prior_knowledge()
+            .build_https();
+        let url = format!("wss://localhost:{}/ws", addr.port());
+        fibr::run(async move {
+            let (mut ws, res) = Connector::new()
+                .connect_over_http2(&client, &url)
+                .await
+                .expect("a WebSocket over HTTP/3 through the gateway");
+            assert_eq!(res.version(), Version::HTTP_3);
+            assert_eq!(res.status(), 200);
+            assert_eq!(res.headers()["via"], "1.1 fibr");
+            let text = "fibr ".repeat(10_000);
+            ws.send(Message::text(text.clone())).await.unwrap();
+            assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text(text));
+            // Larger than a stream's windows, both ways.
+            let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+            ws.send(Message::binary(big.clone())).await.unwrap();
+            assert_eq!(ws.recv().await.unwrap().unwrap(), Message::binary(big));
+            ws.close(None).await.unwrap();
+            while let Some(m) = ws.recv().await {
+                m.expect("a clean close");
+            }
+        });
+    });
+}
