@@ -73,15 +73,7 @@ fn clients_over_https_and_h3() {
             "{}",
             r.text()
         );
-        let text = fibr::run(async move {
-            let mut b = Client::builder();
-            b.tls_config(Arc::new(pki.client_config()));
-            b.http3_prior_knowledge();
-            let res = b.build_https().get(format!("{base}/echo")).await.unwrap();
-            assert_eq!(res.version(), Version::HTTP_3);
-            res.into_body().collect().await.unwrap().to_bytes()
-        });
-        let text = String::from_utf8_lossy(&text);
+        let text = h3_get(&pki, &format!("{base}/echo"));
         assert!(text.contains("via: 3 fibr\n"), "{text}");
         assert!(text.contains("x-forwarded-proto: https\n"), "{text}");
     });
@@ -129,35 +121,57 @@ fn websocket_over_tls_http1() {
 #[cfg(feature = "ws")]
 #[test]
 fn websocket_over_h3_extended_connect() {
-    use fibr::ws::{Connector, Message};
     bounded(super::LIMIT, || {
         let pki = Pki::new();
         let (upstream, _rt) = super::axum_upstream_of(super::ws::echo_app());
         let addr = tls_gateway(&pki, super::http(upstream));
-        let client = Client::builder()
-            .tls_config(Arc::new(pki.client_config()))
-            .http3_prior_knowledge()
-            .build_https();
-        let url = format!("wss://localhost:{}/ws", addr.port());
-        fibr::run(async move {
-            let (mut ws, res) = Connector::new()
-                .connect_over_http2(&client, &url)
-                .await
-                .expect("a WebSocket over HTTP/3 through the gateway");
-            assert_eq!(res.version(), Version::HTTP_3);
-            assert_eq!(res.status(), 200);
-            assert_eq!(res.headers()["via"], "1.1 fibr");
-            let text = "fibr ".repeat(10_000);
-            ws.send(Message::text(text.clone())).await.unwrap();
-            assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text(text));
-            // Larger than a stream's windows, both ways.
-            let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-            ws.send(Message::binary(big.clone())).await.unwrap();
-            assert_eq!(ws.recv().await.unwrap().unwrap(), Message::binary(big));
-            ws.close(None).await.unwrap();
-            while let Some(m) = ws.recv().await {
-                m.expect("a clean close");
-            }
-        });
+        h3_websocket_echo(&pki, &format!("wss://localhost:{}/ws", addr.port()));
+    });
+}
+
+/// A GET over HTTP/3 (fibr's client, trusting `pki`'s CA): the body as text.
+pub(super) fn h3_get(pki: &Pki, url: &str) -> String {
+    let client = Client::builder()
+        .tls_config(Arc::new(pki.client_config()))
+        .http3_prior_knowledge()
+        .build_https();
+    let url = url.to_owned();
+    let body = fibr::run(async move {
+        let res = client.get(url).await.unwrap();
+        assert_eq!(res.version(), Version::HTTP_3);
+        res.into_body().collect().await.unwrap().to_bytes()
+    });
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// fibr's WebSocket client over HTTP/3 against a gateway at `url` in front of an echo:
+/// messages larger than a stream's windows both ways, and a clean close.
+#[cfg(feature = "ws")]
+pub(super) fn h3_websocket_echo(pki: &Pki, url: &str) {
+    use fibr::ws::{Connector, Message};
+    let client = Client::builder()
+        .tls_config(Arc::new(pki.client_config()))
+        .http3_prior_knowledge()
+        .build_https();
+    let url = url.to_owned();
+    fibr::run(async move {
+        let (mut ws, res) = Connector::new()
+            .connect_over_http2(&client, &url)
+            .await
+            .expect("a WebSocket over HTTP/3 through the gateway");
+        assert_eq!(res.version(), Version::HTTP_3);
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["via"], "1.1 fibr");
+        let text = "fibr ".repeat(10_000);
+        ws.send(Message::text(text.clone())).await.unwrap();
+        assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text(text));
+        // Larger than a stream's windows, both ways.
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        ws.send(Message::binary(big.clone())).await.unwrap();
+        assert_eq!(ws.recv().await.unwrap().unwrap(), Message::binary(big));
+        ws.close(None).await.unwrap();
+        while let Some(m) = ws.recv().await {
+            m.expect("a clean close");
+        }
     });
 }
