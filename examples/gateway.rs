@@ -3,7 +3,9 @@
 //! request to `UPSTREAM` (default `http://127.0.0.1:9000`; several, comma-separated, are
 //! balanced; `h2c://host:port` speaks HTTP/2 to that one). `BALANCE=least` picks the
 //! upstream with the fewest requests in flight instead of taking turns. With `tls` and
-//! `TLS_CERT` / `TLS_KEY` it serves HTTPS (h2 and HTTP/1.1), and with `http3` HTTP/3 too.
+//! `TLS_CERT` / `TLS_KEY` it serves HTTPS (h2 and HTTP/1.1 by ALPN), and with `http3`
+//! HTTP/3 too, on the same port (`--features client,http3,ws`: WebSockets then pass over
+//! HTTP/1.1 on TLS, h2 and h3 alike).
 //!
 //! The gateway is an axum service like any other: here it is the app's fallback, beside a
 //! route of the gateway's own.

@@ -1,7 +1,8 @@
-//! WebSocket over HTTP/2 (RFC 8441's extended CONNECT, `:protocol: websocket`) to an
-//! upstream that speaks HTTP/1.1: the stream becomes an HTTP/1.1 `Upgrade` request, and on
-//! the upstream's `101` the client gets `200`, its stream's DATA going to the upstream's
-//! socket and the socket's bytes coming back as the response body.
+//! WebSocket over HTTP/2 or HTTP/3 (RFC 8441's and RFC 9220's extended CONNECT,
+//! `:protocol: websocket`) to an upstream that speaks HTTP/1.1: the stream becomes an
+//! HTTP/1.1 `Upgrade` request, and on the upstream's `101` the client gets `200`, its
+//! stream's DATA going to the upstream's socket and the socket's bytes coming back as the
+//! response body.
 
 use super::tunnel::{open, Opened};
 use super::upstreams::InFlight;

@@ -35,10 +35,10 @@
 //! (HTTP/1.1) or stream (HTTP/2) rather than end the body as if it were whole.
 //!
 //! An HTTP/1.1 `Upgrade` request (WebSocket) is passed on over a connection of its own;
-//! on the upstream's `101` both sides become one byte tunnel (plaintext HTTP/1.1
-//! connections: the upgrade goes through hyper's `upgrade::on`). A WebSocket over HTTP/2
-//! (extended CONNECT) goes upstream as the same HTTP/1.1 upgrade, its stream joined to the
-//! upstream's socket.
+//! on the upstream's `101` both sides become one byte tunnel (the client's side from
+//! hyper's `upgrade::on` on plaintext connections, or with feature `tunnel` from fibr's own
+//! HTTP/1.1, as over TLS). A WebSocket over HTTP/2 or HTTP/3 (extended CONNECT) goes
+//! upstream as the same HTTP/1.1 upgrade, its stream joined to the upstream's socket.
 
 mod body;
 mod config;

@@ -1,6 +1,8 @@
 //! HTTP/1.1 `Upgrade` (WebSocket) pass-through: the request goes to an upstream over a
-//! connection of its own, and on the upstream's `101` the client's connection (from
-//! hyper's `upgrade::on`) and the upstream's become one byte tunnel.
+//! connection of its own, and on the upstream's `101` the client's connection and the
+//! upstream's become one byte tunnel. The client's connection comes from hyper's
+//! `upgrade::on` (plaintext, hyper serving) or, with feature `tunnel`, from the
+//! `OnSwitch` fibr's own HTTP/1.1 puts on the request (TLS, or no hyper).
 
 use super::headers::{add_via, strip_hop_by_hop};
 use super::idle::Idle;
@@ -36,10 +38,10 @@ pub(super) fn is_upgrade<B>(req: &Request<B>) -> bool {
 
 /// Passes the upgrade request to an upstream; a `101` starts the tunnel.
 pub(super) async fn forward<B>(shared: &Shared, mut req: Request<B>) -> Response<GatewayBody> {
-    let Some(client_side) = req.extensions_mut().remove::<OnUpgrade>() else {
+    let Some(client_side) = ClientSide::of(&mut req) else {
         return text_response(
             StatusCode::NOT_IMPLEMENTED,
-            "fibr gateway: upgrades pass through plaintext HTTP/1.1 connections only",
+            "fibr gateway: this connection cannot switch protocols (fibr's HTTP/1.1 over TLS needs feature `tunnel`)",
         );
     };
     let protocol = req.headers().get(header::UPGRADE).cloned();
@@ -61,15 +63,47 @@ pub(super) async fn forward<B>(shared: &Shared, mut req: Request<B>) -> Response
     if res.status() == StatusCode::SWITCHING_PROTOCOLS {
         let buffer = shared.config.tunnel_buffer.max(1024);
         let idle = shared.config.tunnel_idle_timeout.map(Idle::new);
-        drop(crate::engine::runtime::spawn(async move {
+        let join = move |client| async move {
             let _in_flight = up;
-            match client_side.await {
-                Ok(client) => splice(client, stream, rest, buffer, idle).await,
-                Err(e) => tracing::debug!(error = %e, "the client's upgrade failed"),
-            }
-        }));
+            splice(client, stream, rest, buffer, idle).await;
+        };
+        match client_side {
+            ClientSide::Hyper(on) => drop(crate::engine::runtime::spawn(async move {
+                match on.await {
+                    Ok(client) => join(Side::Hyper(client)).await,
+                    Err(e) => tracing::debug!(error = %e, "the client's upgrade failed"),
+                }
+            })),
+            // Runs once the `101` is written (never, and `up` is let go, if it is not).
+            #[cfg(feature = "tunnel")]
+            ClientSide::Switch(switch) => switch.claim(Box::new(move |sw| {
+                let client = Side::Switched(crate::http::tunnel::Tunnel::switched(sw, buffer));
+                drop(crate::engine::runtime::spawn(join(client)));
+            })),
+        }
     }
     res
+}
+
+/// Where the client's connection comes from once the `101` is written.
+enum ClientSide {
+    Hyper(OnUpgrade),
+    #[cfg(feature = "tunnel")]
+    Switch(crate::http::switch::OnSwitch),
+}
+
+impl ClientSide {
+    fn of<B>(req: &mut Request<B>) -> Option<ClientSide> {
+        let ext = req.extensions_mut();
+        if let Some(on) = ext.remove::<OnUpgrade>() {
+            return Some(ClientSide::Hyper(on));
+        }
+        #[cfg(feature = "tunnel")]
+        if let Some(switch) = ext.remove::<crate::http::switch::OnSwitch>() {
+            return Some(ClientSide::Switch(switch));
+        }
+        None
+    }
 }
 
 /// An upgrade request sent upstream, and what came back.
@@ -265,13 +299,12 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
 /// is passed on as a shutdown of the other's writing, so each side's close handshake gets
 /// through.
 async fn splice(
-    client: Upgraded,
+    mut client: Side,
     upstream: TcpStream,
     first: Vec<u8>,
     buffer: usize,
     mut idle: Option<Idle>,
 ) {
-    let mut client = Side::Client(client);
     let mut upstream = Side::Upstream(upstream);
     let mut up = Pipe::new(buffer, &[]);
     let mut down = Pipe::new(buffer, &first);
@@ -305,7 +338,11 @@ async fn splice(
 
 /// One end of the tunnel.
 enum Side {
-    Client(Upgraded),
+    /// The client's connection, from hyper.
+    Hyper(Upgraded),
+    /// The client's connection, from fibr's own HTTP/1.1.
+    #[cfg(feature = "tunnel")]
+    Switched(crate::http::tunnel::Tunnel),
     Upstream(TcpStream),
 }
 
@@ -313,7 +350,9 @@ impl Side {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         match self {
             Side::Upstream(s) => s.poll_read(cx, buf),
-            Side::Client(u) => {
+            #[cfg(feature = "tunnel")]
+            Side::Switched(t) => t.poll_read(cx, buf),
+            Side::Hyper(u) => {
                 let mut rb = hyper::rt::ReadBuf::new(buf);
                 ready!(Pin::new(u).poll_read(cx, rb.unfilled()))?;
                 Poll::Ready(Ok(rb.filled().len()))
@@ -325,7 +364,9 @@ impl Side {
     fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self {
             Side::Upstream(s) => s.poll_write(cx, buf),
-            Side::Client(u) => {
+            #[cfg(feature = "tunnel")]
+            Side::Switched(t) => t.poll_write(cx, buf),
+            Side::Hyper(u) => {
                 let n = ready!(Pin::new(&mut *u).poll_write(cx, buf))?;
                 // hyper's upgraded stream may hold bytes back until flushed.
                 let _ = Pin::new(u).poll_flush(cx)?;
@@ -337,7 +378,9 @@ impl Side {
     fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Side::Upstream(s) => s.poll_shutdown(cx),
-            Side::Client(u) => Pin::new(u).poll_shutdown(cx),
+            #[cfg(feature = "tunnel")]
+            Side::Switched(t) => t.poll_shutdown(),
+            Side::Hyper(u) => Pin::new(u).poll_shutdown(cx),
         }
     }
 }

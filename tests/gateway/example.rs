@@ -29,11 +29,17 @@ struct Example(Child);
 
 impl Example {
     fn start(port: u16, upstream: &str) -> Example {
+        Example::start_with(port, upstream, &[])
+    }
+
+    /// With more of the environment (`TLS_CERT`, `TLS_KEY`).
+    fn start_with(port: u16, upstream: &str, env: &[(&str, &std::path::Path)]) -> Example {
         let child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "example::example_process", "--nocapture"])
             .env(RUN_EXAMPLE, "1")
             .env("PORT", port.to_string())
             .env("UPSTREAM", upstream)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -87,5 +93,54 @@ fn the_example_balances_two_upstreams_and_passes_websockets() {
         require_python("websockets");
         let _example = Example::start(port, &format!("http://{ws}"));
         super::ws::python_echo(&format!("ws://{gw}/ws"));
+    });
+}
+
+/// With `TLS_CERT`/`TLS_KEY` the example serves HTTPS (h2 and HTTP/1.1 by ALPN) and
+/// HTTP/3 on the same port: curl over h2, fibr's client over h3, and WebSockets over
+/// HTTP/1.1 on TLS (Python's `websockets`) and over h3 (fibr's), all through to one
+/// HTTP/1.1 upstream.
+#[cfg(all(feature = "http3", feature = "ws"))]
+#[test]
+fn the_example_serves_https_and_http3_websockets_included() {
+    use super::common::pki::Pki;
+    bounded(LIMIT, || {
+        let pki = Pki::new();
+        let leaf = pki.server(&["localhost"]);
+        let app = super::app("a", Default::default()).merge(super::ws::echo_app());
+        let upstream = super::common::start(app, Default::default());
+        // A port free on UDP as well (HTTP/3 binds the same number).
+        let port = (0..100)
+            .find_map(|_| {
+                let tcp = TcpListener::bind("127.0.0.1:0").ok()?;
+                let port = tcp.local_addr().ok()?.port();
+                std::net::UdpSocket::bind(("127.0.0.1", port)).ok()?;
+                Some(port)
+            })
+            .expect("a port free on both TCP and UDP");
+        let tls = [
+            ("TLS_CERT", leaf.cert_pem.as_ref()),
+            ("TLS_KEY", leaf.key_pem.as_ref()),
+        ];
+        let _example = Example::start_with(port, &format!("http://{upstream}"), &tls);
+        let base = format!("https://localhost:{port}");
+        let ca = pki.ca_pem.to_str().unwrap();
+        let resolve = format!("localhost:{port}:127.0.0.1");
+        let r = curl(&[
+            "--http2",
+            "--cacert",
+            ca,
+            "--resolve",
+            &resolve,
+            &format!("{base}/echo"),
+        ]);
+        assert_eq!((r.exit, r.status), (0, 200), "{r:?}");
+        assert!(r.text().contains("via: 2 fibr\n"), "{r:?}");
+        assert!(r.text().contains("x-forwarded-proto: https\n"), "{r:?}");
+        let text = super::tls::h3_get(&pki, &format!("{base}/echo"));
+        assert!(text.contains("via: 3 fibr\n"), "{text}");
+        let wss = format!("wss://localhost:{port}/ws");
+        super::ws::python_echo_over(&wss, Some(pki.ca_pem.as_ref()));
+        super::tls::h3_websocket_echo(&pki, &wss);
     });
 }

@@ -55,23 +55,7 @@ fn clients_over_https_and_h3() {
     bounded(super::LIMIT, || {
         let pki = Pki::new();
         let (upstream, _) = super::fibr_upstream("plain");
-        let gw = Gateway::new([super::http(upstream)], Config::default()).unwrap();
-        let app = Router::new().fallback_service(gw);
-        let tls = Arc::new(pki.server_config(&pki.server(&["localhost"])));
-        let addr = (0..100)
-            .find_map(|_| {
-                let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
-                let addr = listener.local_addr().unwrap();
-                let serve = fibr::serve(listener, app.clone())
-                    .with_tls(tls.clone())
-                    .with_http3();
-                let both = serve.http3_local_addr().is_ok_and(|udp| udp == addr);
-                both.then(|| {
-                    drop(fibr::spawn(serve.into_future()));
-                    addr
-                })
-            })
-            .expect("a port free on both TCP and UDP");
+        let addr = tls_gateway(&pki, super::http(upstream));
         let base = format!("https://localhost:{}", addr.port());
         let resolve = format!("localhost:{}:127.0.0.1", addr.port());
         let r = curl(&[
@@ -89,16 +73,105 @@ fn clients_over_https_and_h3() {
             "{}",
             r.text()
         );
-        let text = fibr::run(async move {
-            let mut b = Client::builder();
-            b.tls_config(Arc::new(pki.client_config()));
-            b.http3_prior_knowledge();
-            let res = b.build_https().get(format!("{base}/echo")).await.unwrap();
-            assert_eq!(res.version(), Version::HTTP_3);
-            res.into_body().collect().await.unwrap().to_bytes()
-        });
-        let text = String::from_utf8_lossy(&text);
+        let text = h3_get(&pki, &format!("{base}/echo"));
         assert!(text.contains("via: 3 fibr\n"), "{text}");
         assert!(text.contains("x-forwarded-proto: https\n"), "{text}");
+    });
+}
+
+/// A gateway to `upstream` served over TLS (h2 and HTTP/1.1 by ALPN) and HTTP/3 on the
+/// same port, with a certificate for `localhost` from `pki`.
+fn tls_gateway(pki: &Pki, upstream: fibr::gateway::Upstream) -> std::net::SocketAddr {
+    let gw = Gateway::new([upstream], Config::default()).unwrap();
+    let app = Router::new().fallback_service(gw);
+    let tls = Arc::new(pki.server_config(&pki.server(&["localhost"])));
+    (0..100)
+        .find_map(|_| {
+            let listener = fibr::run(TcpListener::bind("127.0.0.1:0")).expect("bind");
+            let addr = listener.local_addr().unwrap();
+            let serve = fibr::serve(listener, app.clone())
+                .with_tls(tls.clone())
+                .with_http3();
+            let both = serve.http3_local_addr().is_ok_and(|udp| udp == addr);
+            both.then(|| {
+                drop(fibr::spawn(serve.into_future()));
+                addr
+            })
+        })
+        .expect("a port free on both TCP and UDP")
+}
+
+/// WebSocket from an HTTP/1.1 client over TLS (Python's `websockets`, wss): fibr's own
+/// HTTP/1.1 serves the connection, the gateway claims its switch on the upstream's `101`.
+#[cfg(feature = "tunnel")]
+#[test]
+fn websocket_over_tls_http1() {
+    bounded(super::LIMIT, || {
+        let pki = Pki::new();
+        let (upstream, _rt) = super::axum_upstream_of(super::ws::echo_app());
+        let addr = tls_gateway(&pki, super::http(upstream));
+        let url = format!("wss://localhost:{}/ws", addr.port());
+        super::ws::python_echo_over(&url, Some(pki.ca_pem.path()));
+    });
+}
+
+/// RFC 9220: fibr's WebSocket client over HTTP/3 sends an extended CONNECT to the
+/// gateway, which opens the WebSocket upstream over HTTP/1.1 (axum's echo) and joins the
+/// two, as it does for HTTP/2's.
+#[cfg(feature = "ws")]
+#[test]
+fn websocket_over_h3_extended_connect() {
+    bounded(super::LIMIT, || {
+        let pki = Pki::new();
+        let (upstream, _rt) = super::axum_upstream_of(super::ws::echo_app());
+        let addr = tls_gateway(&pki, super::http(upstream));
+        h3_websocket_echo(&pki, &format!("wss://localhost:{}/ws", addr.port()));
+    });
+}
+
+/// A GET over HTTP/3 (fibr's client, trusting `pki`'s CA): the body as text.
+pub(super) fn h3_get(pki: &Pki, url: &str) -> String {
+    let client = Client::builder()
+        .tls_config(Arc::new(pki.client_config()))
+        .http3_prior_knowledge()
+        .build_https();
+    let url = url.to_owned();
+    let body = fibr::run(async move {
+        let res = client.get(url).await.unwrap();
+        assert_eq!(res.version(), Version::HTTP_3);
+        res.into_body().collect().await.unwrap().to_bytes()
+    });
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// fibr's WebSocket client over HTTP/3 against a gateway at `url` in front of an echo:
+/// messages larger than a stream's windows both ways, and a clean close.
+#[cfg(feature = "ws")]
+pub(super) fn h3_websocket_echo(pki: &Pki, url: &str) {
+    use fibr::ws::{Connector, Message};
+    let client = Client::builder()
+        .tls_config(Arc::new(pki.client_config()))
+        .http3_prior_knowledge()
+        .build_https();
+    let url = url.to_owned();
+    fibr::run(async move {
+        let (mut ws, res) = Connector::new()
+            .connect_over_http2(&client, &url)
+            .await
+            .expect("a WebSocket over HTTP/3 through the gateway");
+        assert_eq!(res.version(), Version::HTTP_3);
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["via"], "1.1 fibr");
+        let text = "fibr ".repeat(10_000);
+        ws.send(Message::text(text.clone())).await.unwrap();
+        assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text(text));
+        // Larger than a stream's windows, both ways.
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        ws.send(Message::binary(big.clone())).await.unwrap();
+        assert_eq!(ws.recv().await.unwrap().unwrap(), Message::binary(big));
+        ws.close(None).await.unwrap();
+        while let Some(m) = ws.recv().await {
+            m.expect("a clean close");
+        }
     });
 }

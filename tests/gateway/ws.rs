@@ -35,21 +35,28 @@ pub(super) fn echo_app() -> Router {
 /// Python's `websockets` against `url`, twice: text and binary messages (larger than a
 /// tunnel's buffer), and a clean close (1000: the close handshake went both ways).
 pub(super) fn python_echo(url: &str) {
+    python_echo_over(url, None)
+}
+
+/// [`python_echo`], trusting the CA in the PEM file `ca` (for `wss://`).
+pub(super) fn python_echo_over(url: &str, ca: Option<&std::path::Path>) {
     require_python("websockets");
     let script = r#"
-import asyncio, sys, websockets
-async def main(url):
+import asyncio, ssl, sys, websockets
+async def main(url, ca):
+    tls = ssl.create_default_context(cafile=ca) if ca else None
     for _ in range(2):
-        async with websockets.connect(url, max_size=None) as ws:
+        async with websockets.connect(url, max_size=None, ssl=tls) as ws:
             for msg in ("hello", "fibr " * 20000, bytes(range(256)) * 1000):
                 await ws.send(msg)
                 assert await ws.recv() == msg
         assert ws.close_code == 1000, ws.close_code
     print("ok")
-asyncio.run(main(sys.argv[1]))
+asyncio.run(main(sys.argv[1], sys.argv[2]))
 "#;
+    let ca = ca.map_or(String::new(), |p| p.display().to_string());
     let out = Command::new("timeout")
-        .args(["30", "python3", "-c", script, url])
+        .args(["30", "python3", "-c", script, url, &ca])
         .output()
         .unwrap();
     assert!(

@@ -647,6 +647,9 @@ where
         #[cfg(feature = "tunnel")]
         if let Some(take) = st.switch.as_ref().and_then(|s| s.take()) {
             drop(st);
+            // Reads held while the service took its time to answer are the new
+            // protocol's now, and it holds them itself when it must.
+            conn.resume_reads();
             let conn = conn.clone();
             return take(crate::http::switch::Switched {
                 conn,

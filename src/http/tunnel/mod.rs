@@ -147,10 +147,7 @@ impl Connect {
             }
             Via::Switch(switch) => {
                 switch.claim(Box::new(move |sw: Switched| {
-                    let tunnel = Tunnel {
-                        io: Io::Conn(ConnPipe::start(sw.conn, sw.read, buffer)),
-                        pending: Bytes::new(),
-                    };
+                    let tunnel = Tunnel::switched(sw, buffer);
                     drop(crate::engine::runtime::spawn(callback(tunnel)));
                 }));
                 UpgradeBody::default()
@@ -183,6 +180,15 @@ fn reset(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
 }
 
 impl Tunnel {
+    /// A connection that switched (after a CONNECT's `2xx` or a `101`) as a tunnel, with
+    /// `buffer` the bound on its queued output and unread input.
+    pub(crate) fn switched(sw: Switched, buffer: usize) -> Tunnel {
+        Tunnel {
+            io: Io::Conn(ConnPipe::start(sw.conn, sw.read, buffer)),
+            pending: Bytes::new(),
+        }
+    }
+
     /// Reads into `buf`; `Ok(0)` is the end of the peer's side.
     pub fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         while self.pending.is_empty() {
