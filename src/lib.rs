@@ -27,7 +27,7 @@
 //! rest). The other modules: [`net`] (async sockets), [`time`] (timers), [`mux`] (several
 //! protocols on one port), [`prefork`] (worker processes, Linux), and behind features of
 //! their names: [`tls`] (TLS on rustls), [`ws`] (WebSocket), [`client`] (an HTTP client),
-//! [`proxy`] (SOCKS and HTTP proxies), [`rt`] (hyper's runtime traits; feature `hyper`).
+//! [`proxy`] (SOCKS and HTTP proxies), [`arpc`] (Go's arpc protocol, both roles), [`rt`] (hyper's runtime traits; feature `hyper`).
 
 #![warn(missing_docs)]
 // Some docs link to items of features that are off in a smaller build (`mux` to
@@ -74,6 +74,8 @@ macro_rules! config_setters {
     };
 }
 
+#[cfg(feature = "arpc")]
+pub mod arpc;
 #[cfg(feature = "client")]
 pub mod client;
 mod dial;
