@@ -253,7 +253,7 @@ impl Decoder {
     }
 
     /// Bytes kept of an incomplete frame.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn held_bytes(&self) -> usize {
         self.partial.len()
     }
