@@ -343,3 +343,89 @@ fn too_many_calls_and_bad_methods_fail_at_once() {
         ));
     });
 }
+
+/// Answers each read with `HELLO` (the mux's other protocol here).
+struct Hello;
+
+impl fibr::Handler for Hello {
+    fn on_data(&self, conn: &fibr::Conn, _data: &[u8]) {
+        let _ = conn.send(b"HELLO");
+    }
+}
+
+#[test]
+fn behind_a_mux_the_go_checks_pass_and_the_other_route_still_works() {
+    let mux = fibr::mux::Mux::new()
+        .route(fibr::mux::Matcher::prefix("HI"), Hello)
+        .route(fibr::arpc::matcher(), Server::new(example::server_router()));
+    let engine = Engine::new(Config::default(), [Binding::tcp("127.0.0.1:0", mux)]).unwrap();
+    let addr = engine.binding_addrs(0)[0];
+    let out = Command::new(peer_path())
+        .args(["client", &addr.to_string()])
+        .stderr(Stdio::null())
+        .output()
+        .expect("run arpc-peer client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !stdout.contains("FAIL"), "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("PASS ")).count(),
+        17
+    );
+    let mut s = raw(addr);
+    s.write_all(b"HI there").unwrap();
+    let mut got = [0; 5];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"HELLO");
+}
+
+#[test]
+fn middleware_wraps_handlers_on_both_sides() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let router = example::server_router().middleware(move |ctx, next| {
+        let log = log.clone();
+        async move {
+            log.lock().unwrap().push(ctx.method().to_owned());
+            if ctx.body().starts_with(b"deny") {
+                return ctx.reply_error("denied");
+            }
+            next.run(ctx).await
+        }
+    });
+    let (engine, addr) = serve(Server::new(router));
+    engine.block_on(async {
+        let client_router = Router::new()
+            .route("/client-echo", |ctx| async move { ctx.reply(ctx.body()) })
+            .middleware(|ctx, next| async move {
+                if ctx.body().starts_with(b"secret") {
+                    return ctx.reply("redacted");
+                }
+                next.run(ctx).await
+            });
+        let client = Client::connect(addr, client_router).await.unwrap();
+        let t = Duration::from_secs(2);
+        assert_eq!(&client.call("/echo", "ok", t).await.unwrap()[..], b"ok");
+        let denied = client.call("/echo", "deny me", t).await;
+        assert!(
+            matches!(&denied, Err(Error::Remote(m)) if m == "denied"),
+            "{denied:?}"
+        );
+        let back = client.call("/call-back", "secret stuff", t).await.unwrap();
+        assert_eq!(&back[..], b"redacted");
+    });
+    assert_eq!(*seen.lock().unwrap(), ["/echo", "/echo", "/call-back"]);
+}
+
+#[test]
+fn the_mux_matcher_takes_arpc_headers_only() {
+    use fibr::mux::Verdict;
+    let m = fibr::arpc::matcher();
+    assert_eq!(m.check(&PING), Verdict::Match);
+    assert_eq!(m.check(&frame(1, 2, 2, b"/echo", b"x")), Verdict::Match);
+    assert_eq!(m.check(&frame(6 | 0x80, 0, 2, b"/s", b"")), Verdict::Match);
+    assert_eq!(m.check(&PING[..7]), Verdict::NeedMore);
+    assert_eq!(m.check(b"GET / HTTP/1.1\r\n"), Verdict::NoMatch);
+    assert_eq!(m.check(&frame(1, 0, 2, b"", b"x")), Verdict::NoMatch);
+    assert_eq!(m.check(&frame(7, 0, 2, b"/x", b"")), Verdict::NoMatch);
+    assert_eq!(m.check(&frame(1, 4, 2, b"/x", b"")), Verdict::NoMatch);
+}

@@ -47,10 +47,49 @@ pub use client::Client;
 pub use codec::{Codec, Json, Raw};
 pub use error::Error;
 pub use peer::{Peer, Reply};
-pub use router::{Context, Router};
+pub use router::{Context, Next, Router};
 pub use server::{Message, Server};
 
+use crate::proto::arpc::{Cmd, MAX_METHOD_LEN};
+use crate::proto::detect::{Matcher, Verdict};
 use std::time::Duration;
+
+/// A [`Mux`](crate::mux::Mux) matcher for arpc: a first frame header whose reserved byte
+/// is 0, whose command is one of arpc's six and whose flag and method length are ones
+/// arpc sends (8 bytes tell). arpc has no preface and its client speaks first, so a
+/// client that stays silent is only told apart by the mux's default route.
+///
+/// ```no_run
+/// use fibr::arpc::{Router, Server};
+/// use fibr::mux::{Matcher, Mux};
+///
+/// let arpc = Server::new(Router::new().route("/echo", |ctx| async move { ctx.reply(ctx.body()) }));
+/// // HTTP/1 elsewhere, arpc here; a silent client is taken for arpc too.
+/// let mux = Mux::new()
+///     .route(Matcher::http1(), fibr::http::Server::new(tower::service_fn(|_req| async {
+///         Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hi")))
+///     })))
+///     .route(fibr::arpc::matcher(), arpc.clone())
+///     .default_handler(arpc);
+/// ```
+pub fn matcher() -> Matcher {
+    Matcher::custom(|seen| {
+        let Some(h) = seen.get(..8) else {
+            return Verdict::NeedMore;
+        };
+        let (reserved, cmd, flag, method_len) = (h[4], h[5], h[6], usize::from(h[7]));
+        let method_ok = match Cmd::from_byte(cmd) {
+            None => false,
+            Some(Cmd::Ping | Cmd::Pong) => method_len == 0,
+            Some(_) => (1..=MAX_METHOD_LEN).contains(&method_len),
+        };
+        if reserved == 0 && flag & !3 == 0 && method_ok {
+            Verdict::Match
+        } else {
+            Verdict::NoMatch
+        }
+    })
+}
 
 /// Limits of a connection, either role, and the client's dialing.
 #[derive(Clone, Debug)]

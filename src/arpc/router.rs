@@ -76,6 +76,42 @@ impl Router {
         self
     }
 
+    /// Wraps every handler added so far in `middleware`, an async function of the
+    /// [`Context`] and the [`Next`] handler: it may look at the call, answer it itself,
+    /// or run `next` (before or after work of its own). Handlers added later are not
+    /// wrapped; the last middleware added runs first.
+    ///
+    /// ```
+    /// use fibr::arpc::Router;
+    ///
+    /// let router = Router::new()
+    ///     .route("/echo", |ctx| async move { ctx.reply(ctx.body()) })
+    ///     .middleware(|ctx, next| async move {
+    ///         if ctx.body().len() > 1024 {
+    ///             return ctx.reply_error("too big");
+    ///         }
+    ///         next.run(ctx).await
+    ///     });
+    /// ```
+    #[must_use]
+    pub fn middleware<F, Fut>(mut self, middleware: F) -> Router
+    where
+        F: Fn(Context, Next) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let middleware = Arc::new(middleware);
+        for route in self.routes.values_mut() {
+            let (inner, mw) = (route.clone(), middleware.clone());
+            *route = Arc::new(move |ctx| {
+                let next = Next {
+                    route: inner.clone(),
+                };
+                Box::pin(mw(ctx, next))
+            });
+        }
+        self
+    }
+
     /// The handler's future for a call or notify of `ctx.method`; None if no handler has
     /// it.
     pub(crate) fn dispatch(&self, ctx: Context) -> Option<HandlerFuture> {
@@ -86,6 +122,24 @@ impl Router {
     /// True if no handler was added.
     pub(crate) fn is_empty(&self) -> bool {
         self.routes.is_empty()
+    }
+}
+
+/// The rest of the chain a middleware wraps: the next middleware, or the handler.
+pub struct Next {
+    route: Route,
+}
+
+impl fmt::Debug for Next {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Next").finish_non_exhaustive()
+    }
+}
+
+impl Next {
+    /// Runs the rest of the chain with `ctx`.
+    pub async fn run(self, ctx: Context) {
+        (self.route)(ctx).await
     }
 }
 
