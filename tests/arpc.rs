@@ -429,3 +429,46 @@ fn the_mux_matcher_takes_arpc_headers_only() {
     assert_eq!(m.check(&frame(7, 0, 2, b"/x", b"")), Verdict::NoMatch);
     assert_eq!(m.check(&frame(1, 4, 2, b"/x", b"")), Verdict::NoMatch);
 }
+
+#[test]
+fn handlers_that_wait_are_bounded_per_connection() {
+    let (_e, addr) = serve(Server::with_config(
+        example::server_router(),
+        ArpcConfig::default().with_max_running_handlers(2),
+    ));
+    let mut s = raw(addr);
+    s.write_all(
+        &[
+            frame(1, 0, 10, b"/slow", b"a"),
+            frame(1, 0, 11, b"/slow", b"b"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    // Two handlers wait: this one is not read until one of them is done.
+    s.write_all(&frame(1, 0, 12, b"/echo", b"c")).unwrap();
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let mut head = [0; 16];
+        s.read_exact(&mut head).unwrap();
+        let mut rest = vec![0; u32::from_le_bytes(head[..4].try_into().unwrap()) as usize];
+        s.read_exact(&mut rest).unwrap();
+        order.push(u64::from_le_bytes(head[8..].try_into().unwrap()));
+    }
+    assert_ne!(order[0], 12, "the echo was read past the bound: {order:?}");
+    order.sort();
+    assert_eq!(order, [10, 11, 12]);
+    // Below the bound an echo is answered at once, before the slow calls.
+    s.write_all(
+        &[
+            frame(1, 0, 13, b"/slow", b"d"),
+            frame(1, 0, 14, b"/echo", b"e"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let mut head = [0; 16];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(u64::from_le_bytes(head[8..].try_into().unwrap()), 14);
+}

@@ -91,7 +91,12 @@ impl<H: Hooks> Driver<H> {
                 // A handler that finishes at once costs no task; the rest go on as one.
                 let mut cx = TaskContext::from_waker(Waker::noop());
                 if fut.as_mut().poll(&mut cx) == Poll::Pending {
-                    drop(crate::engine::runtime::spawn(fut));
+                    session.handler_started();
+                    let session = session.clone();
+                    drop(crate::engine::runtime::spawn(async move {
+                        fut.await;
+                        session.handler_done();
+                    }));
                 }
             }
             // An empty router answers nothing, as arpc's before its first handler.
@@ -111,7 +116,7 @@ impl<H: Hooks> Driver<H> {
 
 impl<H: Hooks> Handler for Driver<H> {
     fn on_open(&self, conn: &Conn) {
-        let session = Session::new(conn.clone(), self.config.max_pending_calls, self.lost);
+        let session = Session::new(conn.clone(), &self.config, self.lost);
         let peer = Peer {
             session: session.clone(),
         };

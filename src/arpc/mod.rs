@@ -101,6 +101,10 @@ pub struct Config {
     /// Calls one connection may have in flight at once; past it a call fails at once
     /// with [`Error::TooManyCalls`]. Default 65,536.
     pub max_pending_calls: usize,
+    /// Handlers of one connection that may wait (not finished in the round that read
+    /// their call) at once; at the bound the connection stops reading until one is done.
+    /// Default 4,096.
+    pub max_running_handlers: usize,
     /// Client: how long a dial may take. Default 3 s.
     pub connect_timeout: Duration,
     /// Client: dial again when the connection is lost. Default on.
@@ -118,6 +122,7 @@ impl Default for Config {
         Config {
             max_body_len: crate::proto::arpc::Limits::default().max_body_len,
             max_pending_calls: 1 << 16,
+            max_running_handlers: 4096,
             connect_timeout: Duration::from_secs(3),
             reconnect: true,
             reconnect_min: Duration::from_millis(100),
@@ -130,6 +135,7 @@ impl Default for Config {
 config_setters!(Config {
     set with_max_body_len => max_body_len: u32,
     set with_max_pending_calls => max_pending_calls: usize,
+    set with_max_running_handlers => max_running_handlers: usize,
     set with_connect_timeout => connect_timeout: Duration,
     set with_reconnect => reconnect: bool,
     set with_reconnect_min => reconnect_min: Duration,

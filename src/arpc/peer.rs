@@ -6,6 +6,7 @@
 
 use super::codec::Codec;
 use super::error::Error;
+use super::Config;
 use crate::engine::conn::Conn;
 use crate::engine::time::{sleep_until, Sleep};
 use crate::proto::arpc::{Calls, Cmd, Head, FLAG_ASYNC, FLAG_ERROR};
@@ -54,6 +55,10 @@ pub(crate) struct Session {
     values: Mutex<http::Extensions>,
     /// What pending and later calls fail with once the connection is gone.
     lost: fn() -> Error,
+    /// Handlers that did not finish in the round that read them: how many run, and
+    /// whether that held the connection's reads (past `max_handlers`).
+    handlers: Mutex<(usize, bool)>,
+    max_handlers: usize,
 }
 
 /// A connection to the other side, either role: call it, notify it, keep values on it.
@@ -73,17 +78,40 @@ impl fmt::Debug for Peer {
 
 impl Session {
     /// A connection's session; `lost` is the error calls fail with once it closes.
-    pub(crate) fn new(conn: Conn, max_pending: usize, lost: fn() -> Error) -> Arc<Session> {
+    pub(crate) fn new(conn: Conn, config: &Config, lost: fn() -> Error) -> Arc<Session> {
         Arc::new(Session {
             conn,
             state: Mutex::new(CallState {
-                calls: Calls::new(max_pending),
+                calls: Calls::new(config.max_pending_calls),
                 gone: false,
             }),
             timer: Mutex::new(None),
             values: Mutex::new(http::Extensions::new()),
             lost,
+            handlers: Mutex::new((0, false)),
+            max_handlers: config.max_running_handlers,
         })
+    }
+
+    /// A handler goes on as a task: at `max_handlers` of them the connection stops
+    /// reading, so a peer cannot start tasks without bound.
+    pub(crate) fn handler_started(&self) {
+        let mut h = self.handlers.lock().unwrap();
+        h.0 += 1;
+        if h.0 >= self.max_handlers && !h.1 {
+            h.1 = true;
+            self.conn.hold_reads();
+        }
+    }
+
+    /// A handler's task finished: reads go on again below the bound.
+    pub(crate) fn handler_done(&self) {
+        let mut h = self.handlers.lock().unwrap();
+        h.0 -= 1;
+        if h.0 < self.max_handlers && h.1 {
+            h.1 = false;
+            self.conn.resume_reads();
+        }
     }
 
     /// Sends one frame: its head, then `body`, in one write.
