@@ -472,3 +472,87 @@ fn handlers_that_wait_are_bounded_per_connection() {
     s.read_exact(&mut head).unwrap();
     assert_eq!(u64::from_le_bytes(head[8..].try_into().unwrap()), 14);
 }
+
+// ---------------------------------------------------------------------------------------
+// Streams
+// ---------------------------------------------------------------------------------------
+
+/// Each body back in upper case; the end once the other side ends.
+async fn upper(mut s: fibr::arpc::Stream) {
+    while let Some(b) = s.recv().await {
+        let _ = s.send(b.to_ascii_uppercase());
+    }
+    let _ = s.close_send();
+}
+
+#[test]
+fn stream_frames_carry_the_openers_local_bit_and_eof() {
+    let (_e, addr) = serve(Server::new(
+        example::server_router().stream("/upper", upper),
+    ));
+    let mut s = raw(addr);
+    s.write_all(
+        &[
+            frame(6 | 0x80, 0, 5, b"/upper", b"xy"),
+            frame(6 | 0x80 | 0x40, 0, 5, b"/upper", b""),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let mut back = vec![0; 2 * 16 + 2 * 6 + 2];
+    s.read_exact(&mut back).unwrap();
+    assert_eq!(back[..24], frame(6, 0, 5, b"/upper", b"XY")[..]);
+    assert_eq!(back[24..], frame(6 | 0x40, 0, 5, b"/upper", b"")[..]);
+}
+
+#[test]
+fn streams_both_ways_as_stream_and_sink() {
+    use futures_util::{SinkExt, StreamExt};
+    let server = Server::new(example::server_router().stream("/upper", upper));
+    let (engine, addr) = serve(server.clone());
+    engine.block_on(async {
+        let client_router = Router::new().stream("/count", |mut s| async move {
+            let mut n = 0u32;
+            while s.next().await.is_some() {
+                n += 1;
+            }
+            let _ = s.send_and_close(n.to_string());
+        });
+        let config = ArpcConfig::default().with_stream_queue(2);
+        let client = Client::connect_with(addr, client_router, config)
+            .await
+            .unwrap();
+        // The client opens one; its reader lags behind a queue of 2.
+        let mut s = client.peer().unwrap().open_stream("/upper").unwrap();
+        for i in 0..100 {
+            SinkExt::send(&mut s, bytes::Bytes::from(format!("b{i}")))
+                .await
+                .unwrap();
+        }
+        SinkExt::close(&mut s).await.unwrap();
+        let mut got = Vec::new();
+        while let Some(b) = s.next().await {
+            got.push(String::from_utf8(b.to_vec()).unwrap());
+            fibr::time::sleep(Duration::from_micros(100)).await;
+        }
+        assert_eq!(got, (0..100).map(|i| format!("B{i}")).collect::<Vec<_>>());
+        // The server opens one to the client.
+        wait_for("the peer", || server.peers().len() == 1).await;
+        let mut up = server.peers()[0].open_stream("/count").unwrap();
+        for _ in 0..7 {
+            up.send("x").unwrap();
+        }
+        up.close_send().unwrap();
+        assert_eq!(up.recv().await.as_deref(), Some(&b"7"[..]));
+        assert_eq!(up.recv().await, None);
+        assert!(up.send("late").is_err(), "sent after close_send");
+        // A stream nobody serves: its frames are dropped, the connection goes on.
+        let orphan = client.peer().unwrap().open_stream("/nobody").unwrap();
+        orphan.send("x").unwrap();
+        let echoed = client
+            .call("/echo", "alive", Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(&echoed[..], b"alive");
+    });
+}

@@ -5,7 +5,7 @@
 //! wakes the connection.
 
 use super::peer::{Peer, Session};
-use super::router::{Context, Router, METHOD_NOT_FOUND};
+use super::router::{Context, HandlerFuture, Router, METHOD_NOT_FOUND};
 use super::Config;
 use crate::engine::conn::{Conn, Handler};
 use crate::proto::arpc::{Decoder, Frame, Kind, Limits};
@@ -64,8 +64,7 @@ impl<H: Hooks> Driver<H> {
                     );
                 }
             }
-            // Streams are not served: arpc drops a stream frame nobody handles.
-            Kind::Stream { .. } => tracing::debug!(seq = f.seq, "arpc: stream frame dropped"),
+            Kind::Stream { local, eof } => self.stream(session, f, local, eof),
         }
     }
 
@@ -87,18 +86,7 @@ impl<H: Hooks> Driver<H> {
             is_notify,
         );
         match self.router.dispatch(ctx) {
-            Some(mut fut) => {
-                // A handler that finishes at once costs no task; the rest go on as one.
-                let mut cx = TaskContext::from_waker(Waker::noop());
-                if fut.as_mut().poll(&mut cx) == Poll::Pending {
-                    session.handler_started();
-                    let session = session.clone();
-                    drop(crate::engine::runtime::spawn(async move {
-                        fut.await;
-                        session.handler_done();
-                    }));
-                }
-            }
+            Some(fut) => run(session, fut),
             // An empty router answers nothing, as arpc's before its first handler.
             None if is_notify || self.router.is_empty() => {
                 tracing::debug!(method = %String::from_utf8_lossy(f.method), "arpc: no handler");
@@ -111,6 +99,39 @@ impl<H: Hooks> Driver<H> {
                 METHOD_NOT_FOUND.as_bytes(),
             ),
         }
+    }
+
+    /// A stream frame: to its stream, or (the peer opening one) to a new stream's
+    /// handler; else dropped, as arpc drops it.
+    fn stream(&self, session: &Arc<Session>, f: Frame<'_>, local: bool, eof: bool) {
+        let (conn, queue) = (session.conn(), self.config.stream_queue);
+        // The local bit is the opener's: set, the peer opened it.
+        let key = (!local, f.seq);
+        if session.streams.deliver(conn, key, f.payload, eof, queue) {
+            return;
+        }
+        let route = local.then(|| self.router.stream_route(f.method)).flatten();
+        let Some(route) = route else {
+            tracing::debug!(seq = f.seq, "arpc: a frame of no stream, dropped");
+            return;
+        };
+        let stream = session.accept_stream(f.seq, f.method);
+        session.streams.deliver(conn, key, f.payload, eof, queue);
+        run(session, route(stream));
+    }
+}
+
+/// Runs a handler's future: polled once now, so one that finishes at once costs no task;
+/// the rest go on as tasks, counted against the connection's bound.
+fn run(session: &Arc<Session>, mut fut: HandlerFuture) {
+    let mut cx = TaskContext::from_waker(Waker::noop());
+    if fut.as_mut().poll(&mut cx) == Poll::Pending {
+        session.handler_started();
+        let session = session.clone();
+        drop(crate::engine::runtime::spawn(async move {
+            fut.await;
+            session.handler_done();
+        }));
     }
 }
 

@@ -33,7 +33,8 @@
 //! is answered `method not found`; a response to no call in flight (a timed-out call's
 //! late answer) is dropped. Timeouts are local: nothing is sent when a call gives up.
 //! Handlers run concurrently, so answers may come back out of order (matched by seq).
-//! Streams (`CmdStream`) are not served yet: their frames are dropped.
+//! Streams (`CmdStream`): [`Router::stream`] serves the ones the other side opens,
+//! [`Peer::open_stream`] opens one; a [`Stream`] is a `Stream` of bodies and a `Sink`.
 
 mod client;
 mod codec;
@@ -42,6 +43,7 @@ mod error;
 mod peer;
 mod router;
 mod server;
+mod stream;
 
 pub use client::Client;
 pub use codec::{Codec, Json, Raw};
@@ -49,6 +51,7 @@ pub use error::Error;
 pub use peer::{Peer, Reply};
 pub use router::{Context, Next, Router};
 pub use server::{Message, Server};
+pub use stream::Stream;
 
 use crate::proto::arpc::{Cmd, MAX_METHOD_LEN};
 use crate::proto::detect::{Matcher, Verdict};
@@ -105,6 +108,9 @@ pub struct Config {
     /// their call) at once; at the bound the connection stops reading until one is done.
     /// Default 4,096.
     pub max_running_handlers: usize,
+    /// Bodies a stream keeps for a reader that has not taken them; at the bound the
+    /// connection stops reading until it does (arpc has no flow control). Default 16.
+    pub stream_queue: usize,
     /// Client: how long a dial may take. Default 3 s.
     pub connect_timeout: Duration,
     /// Client: dial again when the connection is lost. Default on.
@@ -123,6 +129,7 @@ impl Default for Config {
             max_body_len: crate::proto::arpc::Limits::default().max_body_len,
             max_pending_calls: 1 << 16,
             max_running_handlers: 4096,
+            stream_queue: 16,
             connect_timeout: Duration::from_secs(3),
             reconnect: true,
             reconnect_min: Duration::from_millis(100),
@@ -136,6 +143,7 @@ config_setters!(Config {
     set with_max_body_len => max_body_len: u32,
     set with_max_pending_calls => max_pending_calls: usize,
     set with_max_running_handlers => max_running_handlers: usize,
+    set with_stream_queue => stream_queue: usize,
     set with_connect_timeout => connect_timeout: Duration,
     set with_reconnect => reconnect: bool,
     set with_reconnect_min => reconnect_min: Duration,

@@ -6,6 +6,7 @@
 
 use super::codec::Codec;
 use super::error::Error;
+use super::stream::{Stream, Streams};
 use super::Config;
 use crate::engine::conn::Conn;
 use crate::engine::time::{sleep_until, Sleep};
@@ -59,6 +60,8 @@ pub(crate) struct Session {
     /// whether that held the connection's reads (past `max_handlers`).
     handlers: Mutex<(usize, bool)>,
     max_handlers: usize,
+    pub(crate) streams: Arc<Streams>,
+    stream_queue: usize,
 }
 
 /// A connection to the other side, either role: call it, notify it, keep values on it.
@@ -90,6 +93,8 @@ impl Session {
             lost,
             handlers: Mutex::new((0, false)),
             max_handlers: config.max_running_handlers,
+            streams: Arc::default(),
+            stream_queue: config.stream_queue,
         })
     }
 
@@ -209,6 +214,24 @@ impl Session {
         }
     }
 
+    /// The connection.
+    pub(crate) fn conn(&self) -> &Conn {
+        &self.conn
+    }
+
+    /// A stream the peer opened (`id`, of `method`), registered.
+    pub(crate) fn accept_stream(&self, id: u64, method: &[u8]) -> Stream {
+        let method = Bytes::copy_from_slice(method);
+        Stream::new(
+            self.conn.clone(),
+            self.streams.clone(),
+            false,
+            id,
+            method,
+            self.stream_queue,
+        )
+    }
+
     /// The connection closed: every call in flight fails, and so does every later one.
     pub(crate) fn close(&self) {
         let waiters = {
@@ -217,6 +240,7 @@ impl Session {
             st.calls.drain()
         };
         *self.timer.lock().unwrap() = None;
+        self.streams.close_all();
         for w in waiters {
             w.finish(Err((self.lost)()));
         }
@@ -293,6 +317,29 @@ impl Peer {
             method.as_bytes(),
             body.as_ref(),
         )
+    }
+
+    /// Opens a stream to the other side's stream handler for `method`. Nothing is sent
+    /// until the first body (or the end).
+    pub fn open_stream(&self, method: &str) -> Result<Stream, Error> {
+        crate::proto::arpc::check_method(method.as_bytes())?;
+        let s = &self.session;
+        let id = {
+            let mut st = s.state.lock().unwrap();
+            if st.gone {
+                return Err((s.lost)());
+            }
+            st.calls.next_seq()
+        };
+        let method = Bytes::copy_from_slice(method.as_bytes());
+        Ok(Stream::new(
+            s.conn.clone(),
+            s.streams.clone(),
+            true,
+            id,
+            method,
+            s.stream_queue,
+        ))
     }
 
     /// Sends a message encoded once for many peers ([`Message`](super::Message)).

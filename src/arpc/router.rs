@@ -4,6 +4,7 @@
 use super::codec::Codec;
 use super::error::Error;
 use super::peer::Peer;
+use super::stream::Stream;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::fmt;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 pub(crate) type HandlerFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 type Route = Arc<dyn Fn(Context) -> HandlerFuture + Send + Sync>;
+type StreamRoute = Arc<dyn Fn(Stream) -> HandlerFuture + Send + Sync>;
 
 /// The text a request for a method without a handler is answered with (arpc's).
 pub(crate) const METHOD_NOT_FOUND: &str = "method not found";
@@ -35,6 +37,7 @@ pub(crate) const METHOD_NOT_FOUND: &str = "method not found";
 #[derive(Clone, Default)]
 pub struct Router {
     routes: HashMap<Box<[u8]>, Route>,
+    streams: HashMap<Box<[u8]>, StreamRoute>,
 }
 
 impl fmt::Debug for Router {
@@ -73,6 +76,25 @@ impl Router {
         }
         let route: Route = Arc::new(move |ctx| Box::pin(handler(ctx)));
         self.routes.insert(method.as_bytes().into(), route);
+        self
+    }
+
+    /// Streams the other side opens on `method` go to `handler`, an async function of
+    /// the [`Stream`].
+    ///
+    /// # Panics
+    /// If `method` is empty or longer than 127 bytes.
+    #[must_use]
+    pub fn stream<F, Fut>(mut self, method: &str, handler: F) -> Router
+    where
+        F: Fn(Stream) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        if let Err(e) = crate::proto::arpc::check_method(method.as_bytes()) {
+            panic!("arpc stream route {method:?}: {e}");
+        }
+        let route: StreamRoute = Arc::new(move |s| Box::pin(handler(s)));
+        self.streams.insert(method.as_bytes().into(), route);
         self
     }
 
@@ -117,6 +139,11 @@ impl Router {
     pub(crate) fn dispatch(&self, ctx: Context) -> Option<HandlerFuture> {
         let route = self.routes.get(&ctx.method[..])?;
         Some(route(ctx))
+    }
+
+    /// The stream handler of `method`, if there is one.
+    pub(crate) fn stream_route(&self, method: &[u8]) -> Option<&StreamRoute> {
+        self.streams.get(method)
     }
 
     /// True if no handler was added.

@@ -18,9 +18,11 @@ mod tests;
 
 pub(crate) use calls::Calls;
 pub(crate) use encode::{check_method, encode_frame, Head, MethodError};
-pub(crate) use header::{Cmd, FLAG_ASYNC, FLAG_ERROR, HEADER_LEN, MAX_METHOD_LEN};
+pub(crate) use header::{
+    Cmd, FLAG_ASYNC, FLAG_ERROR, HEADER_LEN, MAX_METHOD_LEN, STREAM_EOF, STREAM_LOCAL,
+};
 
-use header::{body_len, Header, CMD_MASK, STREAM_EOF, STREAM_LOCAL};
+use header::{body_len, Header, CMD_MASK};
 use std::fmt;
 
 /// Bounds on what a peer can make the machine hold.
