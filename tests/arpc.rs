@@ -445,7 +445,8 @@ fn handlers_that_wait_are_bounded_per_connection() {
         .concat(),
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    // Well inside the 200 ms the slow handlers take.
+    std::thread::sleep(Duration::from_millis(100));
     // Two handlers wait: this one is not read until one of them is done.
     s.write_all(&frame(1, 0, 12, b"/echo", b"c")).unwrap();
     let mut order = Vec::new();
