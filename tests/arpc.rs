@@ -557,3 +557,31 @@ fn streams_both_ways_as_stream_and_sink() {
         assert_eq!(&echoed[..], b"alive");
     });
 }
+
+#[test]
+fn calls_time_out_each_at_its_own_deadline() {
+    let (engine, addr) = serve(Server::new(example::server_router()));
+    engine.block_on(async {
+        let client = Client::connect(addr, Router::new()).await.unwrap();
+        let start = Instant::now();
+        let done = Arc::new(Mutex::new(Vec::new()));
+        // Later deadlines first: each new one is earlier than the timer's.
+        for ms in [90u64, 60, 30] {
+            let done = done.clone();
+            client
+                .call_async("/slow", "x", Duration::from_millis(ms), move |r| {
+                    done.lock().unwrap().push((ms, start.elapsed(), r.is_err()));
+                })
+                .unwrap();
+        }
+        wait_for("three timeouts", || done.lock().unwrap().len() == 3).await;
+        let done = done.lock().unwrap();
+        assert_eq!(done.iter().map(|d| d.0).collect::<Vec<_>>(), [30, 60, 90]);
+        for (ms, at, failed) in done.iter() {
+            assert!(*failed, "{ms} ms: answered");
+            assert!(*at >= Duration::from_millis(*ms), "{ms} ms: at {at:?}");
+            assert!(*at < Duration::from_millis(ms + 100), "{ms} ms: at {at:?}");
+        }
+        assert_eq!(client.peer().unwrap().pending_calls(), 0);
+    });
+}

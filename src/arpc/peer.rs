@@ -204,11 +204,8 @@ impl Session {
         for w in due {
             w.finish(Err(Error::Timeout));
         }
-        let mut timer = self.timer.lock().unwrap();
-        if timer.as_ref().is_some_and(|t| t.is_elapsed()) {
-            *timer = None;
-        }
-        drop(timer);
+        // Set afresh: a timer that woke early has fired all the same.
+        *self.timer.lock().unwrap() = None;
         if let Some(d) = next {
             self.arm(d);
         }
