@@ -179,9 +179,11 @@ impl<H: Hooks> Handler for Driver<H> {
         let peer = conn
             .take_context::<Link>()
             .map(|l| Peer { session: l.session });
+        // The role first (a client is marked as redialing), so a caller whose call fails
+        // below finds the connection gone too, not the old one still in place.
+        self.hooks.closed(peer.as_ref(), err);
         if let Some(p) = &peer {
             p.session.close();
         }
-        self.hooks.closed(peer.as_ref(), err);
     }
 }
