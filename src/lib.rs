@@ -28,7 +28,8 @@
 //! protocols on one port), [`prefork`] (worker processes, Linux), and behind features of
 //! their names: [`tls`] (TLS on rustls), [`ws`] (WebSocket), [`client`] (an HTTP client;
 //! with it [`gateway`], a reverse proxy as a tower service), [`proxy`] (SOCKS and HTTP
-//! proxies), [`rt`] (hyper's runtime traits; feature `hyper`).
+//! proxies), [`arpc`] (Go's arpc protocol, both roles), [`rt`] (hyper's runtime traits;
+//! feature `hyper`); and [`fs`] (static files as a tower service).
 
 #![warn(missing_docs)]
 // Some docs link to items of features that are off in a smaller build (`mux` to
@@ -75,6 +76,8 @@ macro_rules! config_setters {
     };
 }
 
+#[cfg(feature = "arpc")]
+pub mod arpc;
 #[cfg(feature = "client")]
 pub mod client;
 mod dial;

@@ -1421,3 +1421,77 @@ mod ws_frames {
             .unwrap();
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// arpc: the frame decoder (`arpc_frames`, checks in `fibr::fuzzing::arpc`), with
+// `--features arpc`
+// ---------------------------------------------------------------------------------------
+
+#[cfg(feature = "arpc")]
+mod arpc_frames {
+    use super::{config, corpus};
+    use fibr::fuzzing::arpc::check_input;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use proptest::test_runner::TestRunner;
+
+    #[test]
+    fn arpc_frames_seeds() {
+        for (name, data) in corpus("arpc_frames") {
+            eprintln!("{name}");
+            check_input(&data);
+        }
+    }
+
+    #[test]
+    fn arpc_frames_random_input() {
+        let mut runner = TestRunner::new(config(300));
+        runner
+            .run(&vec(any::<u8>(), 0..400), |data| {
+                check_input(&data);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// Frames of any command, flag and method length (the body length right, the method
+    /// length maybe past it), then bytes flipped.
+    #[test]
+    fn arpc_frames_mutated() {
+        let frame = (
+            any::<u8>(),
+            any::<u8>(),
+            0usize..140,
+            vec(any::<u8>(), 0..100),
+            any::<bool>(),
+        );
+        let mut runner = TestRunner::new(config(300));
+        runner
+            .run(
+                &(
+                    0u8..2,
+                    any::<u16>(),
+                    vec(frame, 1..6),
+                    vec((any::<usize>(), any::<u8>()), 0..3),
+                ),
+                |(flags, split, frames, flips)| {
+                    let mut data = vec![flags, split as u8, (split >> 8) as u8];
+                    for (cmd, flag, method_len, body, honest) in frames {
+                        let cmd = if honest { 1 + cmd % 6 } else { cmd };
+                        let body_len = body.len();
+                        data.extend((body_len as u32).to_le_bytes());
+                        data.extend([0, cmd, flag & 3, method_len as u8]);
+                        data.extend(u64::from(cmd).to_le_bytes());
+                        data.extend(&body);
+                    }
+                    for (at, x) in flips {
+                        let n = data.len() - 3;
+                        data[3 + at % n] ^= x;
+                    }
+                    check_input(&data);
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+}

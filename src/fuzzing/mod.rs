@@ -4,6 +4,8 @@
 //! require it). Not part of the API: it may change or vanish at any release, and a normal
 //! build leaves it out. The WebSocket checks are built for the library's own tests too.
 
+#[cfg(all(feature = "arpc", feature = "fuzzing"))]
+pub mod arpc;
 #[cfg(feature = "fuzzing")]
 mod h1;
 #[cfg(feature = "fuzzing")]

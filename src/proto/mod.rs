@@ -2,8 +2,10 @@
 //! deadlines out. Nothing here owns a socket, a thread, a clock or a task (the layer check,
 //! `scripts/layers`, keeps `engine` out), so each is tested deterministically and its
 //! parsers fuzzed. Their drivers, which join them to connections, are the modules above:
-//! `http` (the server), `client`, `ws`, `tls` (TLS's record layer), `mux`, `dial`, `proxy`.
+//! `http` (the server), `client`, `ws`, `arpc`, `tls` (TLS's record layer), `mux`, `dial`, `proxy`.
 
+#[cfg(feature = "arpc")]
+pub(crate) mod arpc;
 pub(crate) mod date;
 pub(crate) mod detect;
 pub(crate) mod h1;
