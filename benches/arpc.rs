@@ -19,6 +19,8 @@
 mod os_support;
 #[path = "support/server.rs"]
 mod server_support;
+#[path = "support/side.rs"]
+mod side;
 #[path = "support/skip.rs"]
 mod skip;
 
@@ -46,6 +48,7 @@ struct Opts {
     idle: usize,
     json: Option<PathBuf>,
     build: bool,
+    quick: bool,
 }
 
 fn parse_args() -> Result<Opts, String> {
@@ -54,6 +57,7 @@ fn parse_args() -> Result<Opts, String> {
         idle: 10_000,
         json: None,
         build: true,
+        quick: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -62,6 +66,7 @@ fn parse_args() -> Result<Opts, String> {
             "--quick" => {
                 o.phase = Duration::from_secs(1);
                 o.idle = 1_000;
+                o.quick = true;
             }
             "--no-build" => o.build = false,
             "--json" => o.json = Some(args.next().ok_or("--json takes a file")?.into()),
@@ -255,19 +260,27 @@ fn run() -> Result<(), String> {
         fibr.1[1].1 / go.1[1].1,
         fibr.2
     );
-    if let Some(path) = opts.json {
-        let json = serde_json::json!({
-            "phase_s": opts.phase.as_secs_f64(),
-            "idle_conns": opts.idle,
-            "servers": rows.iter().map(|(label, f, idle)| serde_json::json!({
-                "server": label,
-                "calls_per_s": [f[0].0, f[1].0],
-                "cpu_us_per_call": [f[0].1, f[1].1],
-                "bodies": BODIES,
-                "idle_bytes_per_conn": idle,
-            })).collect::<Vec<_>>(),
-        });
-        std::fs::write(&path, json.to_string()).map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(path) = &opts.json {
+        let per_body =
+            |k: usize| -> Vec<Vec<f64>> { rows.iter().map(|r| vec![r.1[k].1]).collect() };
+        let unit = "server CPU µs/call";
+        let load = |body: usize| {
+            format!("{body}-byte async /echo, {CONNS} connections x {IN_FLIGHT} in flight")
+        };
+        let scenarios = vec![
+            side::scenario("arpc-64b", &load(BODIES[0]), unit, &per_body(0)),
+            side::scenario("arpc-1k", &load(BODIES[1]), unit, &per_body(1)),
+            side::scenario(
+                "arpc-idle",
+                &format!("{} idle connections", opts.idle),
+                "server RSS B/connection",
+                &rows.iter().map(|r| vec![r.2]).collect::<Vec<_>>(),
+            ),
+        ];
+        let quick = if opts.quick { " -- --quick" } else { "" };
+        let command = format!("cargo bench --bench arpc --features arpc{quick}");
+        let servers: Vec<&str> = rows.iter().map(|r| r.0).collect();
+        side::write_json(path, "arpc", &command, "arpc", &servers, 1, scenarios)?;
     }
     Ok(())
 }

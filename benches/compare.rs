@@ -11,7 +11,8 @@
 //!                                                  # tls-pipelined tls-churn tls-idle h2c-m1
 //!                                                  # h2c-m10 h2-tls-m10 h2-idle grpc
 //!                                                  # h3-c1 h3-c10 h3-download h3-idle
-//!                                                  # client executor proxy
+//!                                                  # client executor proxy files
+//!                                                  # gateway arpc
 //! cargo bench --bench compare -- --servers fibr,axum,floor   # a subset of the servers
 //! cargo bench --bench compare -- --update-readme   # then rewrite README.md's section
 //! cargo bench --bench compare -- --from-json --update-readme # report the last results again
@@ -186,6 +187,13 @@
 //!   ping-pong over 100 tunnels, and idle tunnels' memory; ratios to tokio. These three run
 //!   on both CPUs (they pin their own threads) after the server scenarios, with their own
 //!   repetitions (3, 5 and 3; `--quick`: 1, 3 and 1).
+//! - **files**, **gateway**, **arpc**: `benches/files.rs`, `benches/gateway.rs` and
+//!   `benches/arpc.rs` as they are (`cargo bench --bench NAME [--features F] -- --json
+//!   FILE`, issues 30 and 32; `compare/side.rs`): fibr beside peers other than axum, each a
+//!   table of its own: `fibr::fs::ServeDir` against nginx and tower-http's `ServeDir`
+//!   (1 KiB keep-alive GETs, 100 MiB downloads), `fibr::gateway` against nginx's
+//!   `proxy_pass` and axum's reverse proxy on hyper-util (proxied GETs, idle client
+//!   connections), `fibr::arpc` against Go's arpc (async `/echo` calls, idle connections).
 //!
 //! Figures: requests/s (the load generator's count over its measuring time), **server CPU
 //! time per request** (utime + stime from `/proc/PID/stat`, all threads, over the tool's run,
@@ -236,6 +244,8 @@ mod proc;
 mod report;
 #[path = "compare/servers.rs"]
 mod servers;
+#[path = "compare/side.rs"]
+mod side;
 #[path = "compare/tls.rs"]
 mod tls;
 #[path = "compare/ws.rs"]
@@ -306,10 +316,13 @@ pub enum Scenario {
     Client,
     Executor,
     Proxy,
+    Files,
+    Gateway,
+    Arpc,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 26] = [
+    pub const ALL: [Scenario; 29] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
@@ -336,6 +349,9 @@ impl Scenario {
         Scenario::Client,
         Scenario::Executor,
         Scenario::Proxy,
+        Scenario::Files,
+        Scenario::Gateway,
+        Scenario::Arpc,
     ];
 
     /// Over HTTPS (or QUIC: with the HTTPS scenarios' certificate).
@@ -412,7 +428,12 @@ impl Scenario {
     pub fn on_servers(self) -> bool {
         !matches!(
             self,
-            Scenario::Client | Scenario::Executor | Scenario::Proxy
+            Scenario::Client
+                | Scenario::Executor
+                | Scenario::Proxy
+                | Scenario::Files
+                | Scenario::Gateway
+                | Scenario::Arpc
         )
     }
 
@@ -455,6 +476,9 @@ impl Scenario {
             Scenario::Client => "client",
             Scenario::Executor => "executor",
             Scenario::Proxy => "proxy",
+            Scenario::Files => "files",
+            Scenario::Gateway => "gateway",
+            Scenario::Arpc => "arpc",
         }
     }
 
@@ -504,6 +528,9 @@ impl Scenario {
             Scenario::Client => "HTTP client",
             Scenario::Executor => "executor",
             Scenario::Proxy => "SOCKS5 and CONNECT proxy",
+            Scenario::Files => "static files",
+            Scenario::Gateway => "reverse proxy",
+            Scenario::Arpc => "arpc",
         }
     }
 
@@ -569,6 +596,9 @@ impl Scenario {
             Scenario::Client => micro::CLIENT.command(set.phase == QUICK.phase),
             Scenario::Executor => micro::EXECUTOR.command(set.phase == QUICK.phase),
             Scenario::Proxy => micro::PROXY.command(set.phase == QUICK.phase),
+            Scenario::Files => side::FILES.command(set.phase == QUICK.phase),
+            Scenario::Gateway => side::GATEWAY.command(set.phase == QUICK.phase),
+            Scenario::Arpc => side::ARPC.command(set.phase == QUICK.phase),
         }
     }
 }
@@ -932,6 +962,25 @@ fn bench() -> Result<(), String> {
             .map_err(|e| format!("proxy: {e}"))?;
         micro::proxy_figs(&v).map_err(|e| format!("proxy: {e}"))?;
         rep.proxy = Some(v);
+    }
+    for (sc, bench) in [
+        (Scenario::Files, side::FILES),
+        (Scenario::Gateway, side::GATEWAY),
+        (Scenario::Arpc, side::ARPC),
+    ] {
+        if !scenarios.contains(&sc) {
+            continue;
+        }
+        eprintln!("  {}: {}", sc.key(), sc.tool(&set));
+        let mut args = quick.to_vec();
+        if !opts.build {
+            args.push("--no-build");
+        }
+        let v = bench
+            .run(&args, &all_cpus, opts.build)
+            .map_err(|e| format!("{}: {e}", sc.key()))?;
+        side::parse(&v).map_err(|e| format!("{}: {e}", sc.key()))?;
+        rep.sides.push(v);
     }
     rep.finish();
     let json = rep.to_json();

@@ -5,6 +5,7 @@
 //! cargo bench --bench files                      # 5 s phases, 3 runs
 //! cargo bench --bench files -- --quick           # 1 s phases, 1 run
 //! cargo bench --bench files -- --runs 5 --only file-1k   # some scenarios: file-1k file-100m
+//! cargo bench --bench files -- --json FILE       # the figures as JSON too (for compare)
 //! ```
 //!
 //! The servers, each pinned to the first CPU this process may use, one worker each:
@@ -23,7 +24,7 @@
 //! - **file-1k**: `wrk -t1 -c100` GET `/static/1k.bin` (1 KiB, keep-alive): server CPU µs per
 //!   request, and requests/s;
 //! - **file-100m**: `wrk -t1 -c1` GET `/static/100m.bin` (100 MiB) one after another on one
-//!   connection: server CPU ms per GiB sent (whole files counted), and GiB/s.
+//!   connection: server CPU ms per GiB wrk read, and GiB/s.
 //!
 //! Server CPU is utime + stime from `/proc` (for nginx, its master and worker). Figures are
 //! medians over the runs (min–max); the servers are alternated within a run. Ratios are
@@ -35,6 +36,8 @@ mod nginx;
 mod os_support;
 #[path = "support/server.rs"]
 mod server_support;
+#[path = "support/side.rs"]
+mod side;
 #[path = "support/skip.rs"]
 mod skip;
 #[path = "support/wrk.rs"]
@@ -66,6 +69,13 @@ impl Scenario {
         match self {
             Scenario::Small => "file-1k",
             Scenario::Large => "file-100m",
+        }
+    }
+
+    fn desc(self) -> &'static str {
+        match self {
+            Scenario::Small => "1 KiB file, wrk -c100 keep-alive",
+            Scenario::Large => "100 MiB file, one connection",
         }
     }
 
@@ -101,6 +111,8 @@ struct Options {
     runs: usize,
     only: Vec<Scenario>,
     build: bool,
+    quick: bool,
+    json: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -109,6 +121,8 @@ fn parse_args() -> Result<Options, String> {
         runs: 3,
         only: Scenario::ALL.to_vec(),
         build: true,
+        quick: false,
+        json: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -117,7 +131,9 @@ fn parse_args() -> Result<Options, String> {
             "--quick" => {
                 o.phase = Duration::from_secs(1);
                 o.runs = 1;
+                o.quick = true;
             }
+            "--json" => o.json = Some(args.next().ok_or("--json takes a file")?.into()),
             "--no-build" => o.build = false,
             "--runs" => {
                 o.runs = args
@@ -264,18 +280,19 @@ fn measure(
     wrk::requests(load_cpu, conns, Duration::from_secs(1), &url)?;
     let cpu0 = running.cpu_us()?;
     let t0 = Instant::now();
-    let requests = wrk::requests(load_cpu, conns, phase, &url)?;
+    let done = wrk::run(load_cpu, conns, phase, &url)?;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = running.cpu_us()? - cpu0;
-    if requests == 0 {
-        return Err("no request completed".into());
-    }
     Ok(match sc {
-        Scenario::Small => (cpu / requests as f64, requests as f64 / secs),
-        Scenario::Large => {
-            let gib = requests as f64 * LARGE as f64 / GIB;
+        Scenario::Small if done.requests > 0 => {
+            (cpu / done.requests as f64, done.requests as f64 / secs)
+        }
+        // By the bytes wrk read: a download cut by the phase's end counts for what it sent.
+        Scenario::Large if done.bytes > 0.0 => {
+            let gib = done.bytes / GIB;
             (cpu / 1000.0 / gib, gib / secs)
         }
+        _ => return Err("nothing was served".into()),
     })
 }
 
@@ -333,6 +350,31 @@ fn run() -> Result<(), String> {
         );
         let rates: Vec<String> = figs[i].iter().map(|(_, r)| spread(r)).collect();
         println!("| {} | {rate_unit} | {} | | |", sc.key(), rates.join(" | "));
+    }
+    if let Some(path) = &o.json {
+        let rows = o
+            .only
+            .iter()
+            .zip(&figs)
+            .map(|(sc, f)| {
+                let values: Vec<Vec<f64>> = f.iter().map(|(v, _)| v.clone()).collect();
+                side::scenario(sc.key(), sc.desc(), sc.units().0, &values)
+            })
+            .collect();
+        let command = format!(
+            "cargo bench --bench files{}",
+            if o.quick { " -- --quick" } else { "" }
+        );
+        let servers = Server::ALL.map(Server::label);
+        side::write_json(
+            path,
+            "files",
+            &command,
+            "static files",
+            &servers,
+            o.runs,
+            rows,
+        )?;
     }
     Ok(())
 }

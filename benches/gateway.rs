@@ -6,6 +6,7 @@
 //! cargo bench --bench gateway --features client                 # 5 s phases, 3 runs, 10,000 idle
 //! cargo bench --bench gateway --features client -- --quick      # 1 s, 1 run, 1,000 idle
 //! cargo bench --bench gateway --features client -- --only gateway-get --runs 5
+//! cargo bench --bench gateway --features client -- --json FILE   # JSON too (for compare)
 //! ```
 //!
 //! The gateways, each pinned to the first CPU this process may use, one worker each (fibr
@@ -42,6 +43,8 @@ mod nginx;
 mod os_support;
 #[path = "support/server.rs"]
 mod server_support;
+#[path = "support/side.rs"]
+mod side;
 #[path = "support/skip.rs"]
 mod skip;
 #[path = "support/wrk.rs"]
@@ -70,6 +73,13 @@ impl Scenario {
         match self {
             Scenario::Get => "gateway-get",
             Scenario::Idle => "gateway-idle",
+        }
+    }
+
+    fn desc(self, o: &Options) -> String {
+        match self {
+            Scenario::Get => "GET / through the gateway, wrk -c100".into(),
+            Scenario::Idle => format!("{} idle client connections", o.idle),
         }
     }
 
@@ -106,6 +116,8 @@ struct Options {
     idle: usize,
     only: Vec<Scenario>,
     build: bool,
+    quick: bool,
+    json: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Options, String> {
@@ -115,6 +127,8 @@ fn parse_args() -> Result<Options, String> {
         idle: 10_000,
         only: Scenario::ALL.to_vec(),
         build: true,
+        quick: false,
+        json: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -124,7 +138,9 @@ fn parse_args() -> Result<Options, String> {
                 o.phase = Duration::from_secs(1);
                 o.runs = 1;
                 o.idle = 1_000;
+                o.quick = true;
             }
+            "--json" => o.json = Some(args.next().ok_or("--json takes a file")?.into()),
             "--no-build" => o.build = false,
             "--runs" => {
                 o.runs = args
@@ -406,6 +422,26 @@ fn run() -> Result<(), String> {
             m[0] / m[1],
             m[0] / m[2]
         );
+    }
+    if let Some(path) = &o.json {
+        let rows = o
+            .only
+            .iter()
+            .zip(&figs)
+            .map(|(sc, f)| side::scenario(sc.key(), &sc.desc(&o), sc.unit(), f))
+            .collect();
+        let quick = if o.quick { " -- --quick" } else { "" };
+        let command = format!("cargo bench --bench gateway --features client{quick}");
+        let servers = Gateway::ALL.map(Gateway::label);
+        side::write_json(
+            path,
+            "gateway",
+            &command,
+            "reverse proxy",
+            &servers,
+            o.runs,
+            rows,
+        )?;
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::idle::Idle;
 use crate::load::Load;
 use crate::micro::{self, ClientFig, VersusTokio, CLIENT_BASE, CLIENT_CT};
-use crate::{proc, server, Scenario, Settings, FULL, QUICK, SERVERS};
+use crate::{proc, server, side, Scenario, Settings, FULL, QUICK, SERVERS};
 
 #[path = "chart.rs"]
 mod chart;
@@ -78,6 +78,8 @@ pub struct Report {
     pub client: Option<Value>,
     pub executor: Option<Value>,
     pub proxy: Option<Value>,
+    /// The benches of their own beside other peers (`side.rs`), as they wrote their JSON.
+    pub sides: Vec<Value>,
 }
 
 impl Report {
@@ -108,6 +110,7 @@ impl Report {
             client: None,
             executor: None,
             proxy: None,
+            sides: Vec::new(),
         }
     }
 
@@ -150,6 +153,10 @@ impl Report {
                 Scenario::Client => self.client.is_some(),
                 Scenario::Executor => self.executor.is_some(),
                 Scenario::Proxy => self.proxy.is_some(),
+                Scenario::Files | Scenario::Gateway | Scenario::Arpc => self
+                    .sides
+                    .iter()
+                    .any(|v| v["bench"].as_str() == Some(sc.key())),
                 sc => self.cells.iter().any(|c| c.scenario == *sc),
             })
             .collect()
@@ -256,6 +263,10 @@ impl Report {
                 v["workers"].as_u64().unwrap_or(0),
             );
             out.push_str(&versus_tokio_table(&title, v, &figs));
+            out.push('\n');
+        }
+        for table in self.sides.iter().filter_map(side::table) {
+            out.push_str(&table);
             out.push('\n');
         }
         out.push_str(&self.goals());
@@ -655,7 +666,7 @@ pub fn fmt_us(us: f64) -> String {
     }
 }
 
-fn fmt_ratio(r: f64) -> String {
+pub fn fmt_ratio(r: f64) -> String {
     if r < 0.095 {
         format!("{r:.3}×")
     } else {

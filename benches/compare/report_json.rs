@@ -66,6 +66,9 @@ impl Report {
         if let Some(e) = &self.executor {
             doc["executor"] = e.clone();
         }
+        if !self.sides.is_empty() {
+            doc["sides"] = json!(self.sides);
+        }
         if let Some(p) = &self.proxy {
             doc["proxy"] = p.clone();
         }
@@ -149,6 +152,13 @@ impl Report {
             proxy: match v.get("proxy") {
                 Some(p) => micro::proxy_figs(p).map(|_| Some(p.clone()))?,
                 None => None,
+            },
+            sides: match v.get("sides").and_then(Value::as_array) {
+                Some(sides) => sides
+                    .iter()
+                    .map(|s| side::parse(s).map(|_| s.clone()))
+                    .collect::<Result<_, _>>()?,
+                None => Vec::new(),
             },
         })
     }

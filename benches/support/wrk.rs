@@ -5,9 +5,16 @@ use std::time::Duration;
 
 use super::server_support::pinned_command;
 
-/// `wrk -t1 -cCONNS -dSECS URL` pinned to `cpu`: the requests it completed (an error if
-/// wrk saw a non-2xx answer or a socket error).
-pub fn requests(cpu: usize, conns: usize, phase: Duration, url: &str) -> Result<u64, String> {
+/// What a wrk run did: the requests it completed and the bytes it read (partial
+/// responses included).
+pub struct Done {
+    pub requests: u64,
+    pub bytes: f64,
+}
+
+/// `wrk -t1 -cCONNS -dSECS URL` pinned to `cpu` (an error if wrk saw a non-2xx answer or
+/// a socket error).
+pub fn run(cpu: usize, conns: usize, phase: Duration, url: &str) -> Result<Done, String> {
     let out = pinned_command(cpu, "wrk")
         .args([
             "-t1",
@@ -21,9 +28,39 @@ pub fn requests(cpu: usize, conns: usize, phase: Duration, url: &str) -> Result<
     if text.contains("Non-2xx") || text.contains("Socket errors") {
         return Err(format!("wrk saw errors:\n{text}"));
     }
-    text.lines()
-        .find_map(|l| l.trim().split_once(" requests in ")?.0.parse().ok())
-        .ok_or_else(|| format!("no request count in wrk's output:\n{text}"))
+    // "  12345 requests in 5.00s, 4.88GB read"
+    let line = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .ok_or_else(|| format!("no request count in wrk's output:\n{text}"))?;
+    let requests = line.split_whitespace().next().and_then(|n| n.parse().ok());
+    let bytes = line
+        .rsplit_once(", ")
+        .and_then(|(_, b)| size(b.trim_end_matches(" read")));
+    match (requests, bytes) {
+        (Some(requests), Some(bytes)) => Ok(Done { requests, bytes }),
+        _ => Err(format!("cannot read wrk's line {line:?}")),
+    }
+}
+
+/// The requests `wrk` completed (see [`run`]).
+pub fn requests(cpu: usize, conns: usize, phase: Duration, url: &str) -> Result<u64, String> {
+    run(cpu, conns, phase, url).map(|d| d.requests)
+}
+
+/// wrk's sizes: `4.88GB`, `512.00MB`, `1.20KB`, `900B` (powers of 1024).
+fn size(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mult) = [
+        ("TB", 1u64 << 40),
+        ("GB", 1 << 30),
+        ("MB", 1 << 20),
+        ("KB", 1 << 10),
+        ("B", 1),
+    ]
+    .iter()
+    .find_map(|(suffix, m)| Some((s.strip_suffix(suffix)?, *m)))?;
+    num.parse::<f64>().ok().map(|n| n * mult as f64)
 }
 
 pub fn median(v: &[f64]) -> f64 {
