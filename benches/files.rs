@@ -106,60 +106,6 @@ impl Server {
     }
 }
 
-struct Options {
-    phase: Duration,
-    runs: usize,
-    only: Vec<Scenario>,
-    build: bool,
-    quick: bool,
-    json: Option<PathBuf>,
-}
-
-fn parse_args() -> Result<Options, String> {
-    let mut o = Options {
-        phase: Duration::from_secs(5),
-        runs: 3,
-        only: Scenario::ALL.to_vec(),
-        build: true,
-        quick: false,
-        json: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--bench" => {}
-            "--quick" => {
-                o.phase = Duration::from_secs(1);
-                o.runs = 1;
-                o.quick = true;
-            }
-            "--json" => o.json = Some(args.next().ok_or("--json takes a file")?.into()),
-            "--no-build" => o.build = false,
-            "--runs" => {
-                o.runs = args
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|&n| n > 0)
-                    .ok_or("--runs takes a positive number")?
-            }
-            "--only" => {
-                let list = args.next().ok_or("--only takes a list")?;
-                o.only = list
-                    .split(',')
-                    .map(|k| {
-                        Scenario::ALL
-                            .into_iter()
-                            .find(|s| s.key() == k)
-                            .ok_or_else(|| format!("unknown scenario {k:?}"))
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    Ok(o)
-}
-
 /// The files served: `1k.bin` and `100m.bin` in a directory of their own (readable by
 /// nginx's unprivileged worker), removed when dropped.
 struct Files(PathBuf);
@@ -297,7 +243,8 @@ fn measure(
 }
 
 fn run() -> Result<(), String> {
-    let o = parse_args()?;
+    let o = side::Options::parse()?;
+    let only = o.scenarios(&Scenario::ALL, Scenario::key)?;
     os_support::which("wrk", "apt-get install wrk")?;
     os_support::which("curl", "apt-get install curl")?;
     let (server_cpu, load_cpu) = os_support::pick_cpus()?;
@@ -310,9 +257,9 @@ fn run() -> Result<(), String> {
         o.phase.as_secs()
     );
     // [scenario][server] -> (figures, throughputs)
-    let mut figs = vec![vec![(Vec::new(), Vec::new()); Server::ALL.len()]; o.only.len()];
+    let mut figs = vec![vec![(Vec::new(), Vec::new()); Server::ALL.len()]; only.len()];
     for run in 0..o.runs {
-        for (i, &sc) in o.only.iter().enumerate() {
+        for (i, &sc) in only.iter().enumerate() {
             for k in 0..Server::ALL.len() {
                 let s = (k + run) % Server::ALL.len();
                 let server = Server::ALL[s];
@@ -337,7 +284,7 @@ fn run() -> Result<(), String> {
         Server::ALL.map(Server::label).join(" | ")
     );
     println!("|---|---|---:|---:|---:|---:|---:|");
-    for (i, &sc) in o.only.iter().enumerate() {
+    for (i, &sc) in only.iter().enumerate() {
         let (unit, rate_unit) = sc.units();
         let cells: Vec<String> = figs[i].iter().map(|(v, _)| spread(v)).collect();
         let m: Vec<f64> = figs[i].iter().map(|(v, _)| median(v)).collect();
@@ -352,8 +299,7 @@ fn run() -> Result<(), String> {
         println!("| {} | {rate_unit} | {} | | |", sc.key(), rates.join(" | "));
     }
     if let Some(path) = &o.json {
-        let rows = o
-            .only
+        let rows = only
             .iter()
             .zip(&figs)
             .map(|(sc, f)| {
@@ -361,10 +307,7 @@ fn run() -> Result<(), String> {
                 side::scenario(sc.key(), sc.desc(), sc.units().0, &values)
             })
             .collect();
-        let command = format!(
-            "cargo bench --bench files{}",
-            if o.quick { " -- --quick" } else { "" }
-        );
+        let command = format!("cargo bench --bench files{}", o.quick_suffix());
         let servers = Server::ALL.map(Server::label);
         side::write_json(
             path,

@@ -76,10 +76,10 @@ impl Scenario {
         }
     }
 
-    fn desc(self, o: &Options) -> String {
+    fn desc(self, idle: usize) -> String {
         match self {
             Scenario::Get => "GET / through the gateway, wrk -c100".into(),
-            Scenario::Idle => format!("{} idle client connections", o.idle),
+            Scenario::Idle => format!("{idle} idle client connections"),
         }
     }
 
@@ -108,63 +108,6 @@ impl Gateway {
             Gateway::Axum => "axum proxy",
         }
     }
-}
-
-struct Options {
-    phase: Duration,
-    runs: usize,
-    idle: usize,
-    only: Vec<Scenario>,
-    build: bool,
-    quick: bool,
-    json: Option<PathBuf>,
-}
-
-fn parse_args() -> Result<Options, String> {
-    let mut o = Options {
-        phase: Duration::from_secs(5),
-        runs: 3,
-        idle: 10_000,
-        only: Scenario::ALL.to_vec(),
-        build: true,
-        quick: false,
-        json: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--bench" => {}
-            "--quick" => {
-                o.phase = Duration::from_secs(1);
-                o.runs = 1;
-                o.idle = 1_000;
-                o.quick = true;
-            }
-            "--json" => o.json = Some(args.next().ok_or("--json takes a file")?.into()),
-            "--no-build" => o.build = false,
-            "--runs" => {
-                o.runs = args
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .filter(|&n| n > 0)
-                    .ok_or("--runs takes a positive number")?
-            }
-            "--only" => {
-                let list = args.next().ok_or("--only takes a list")?;
-                o.only = list
-                    .split(',')
-                    .map(|k| {
-                        Scenario::ALL
-                            .into_iter()
-                            .find(|s| s.key() == k)
-                            .ok_or_else(|| format!("unknown scenario {k:?}"))
-                    })
-                    .collect::<Result<_, _>>()?;
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    Ok(o)
 }
 
 /// The programs: the bench server (the upstream), the gateway example, the axum peer.
@@ -333,7 +276,13 @@ fn get(addr: SocketAddr) -> Result<TcpStream, String> {
     Ok(s)
 }
 
-fn measure(sc: Scenario, g: &Running, o: &Options, load_cpu: usize) -> Result<f64, String> {
+fn measure(
+    sc: Scenario,
+    g: &Running,
+    o: &side::Options,
+    idle: usize,
+    load_cpu: usize,
+) -> Result<f64, String> {
     let url = format!("http://{}/", g.addr());
     // One request first: the gateway's upstream connection is open before anything counts.
     drop(get(g.addr())?);
@@ -348,22 +297,32 @@ fn measure(sc: Scenario, g: &Running, o: &Options, load_cpu: usize) -> Result<f6
         Scenario::Idle => {
             std::thread::sleep(Duration::from_millis(300));
             let before = g.rss_kib()?;
-            let held: Vec<TcpStream> = (0..o.idle)
-                .map(|_| get(g.addr()))
-                .collect::<Result<_, _>>()?;
+            let held: Vec<TcpStream> =
+                (0..idle).map(|_| get(g.addr())).collect::<Result<_, _>>()?;
             std::thread::sleep(Duration::from_millis(500));
             let after = g.rss_kib()?;
             drop(held);
-            Ok((after.saturating_sub(before) * 1024) as f64 / o.idle as f64)
+            Ok((after.saturating_sub(before) * 1024) as f64 / idle as f64)
         }
     }
 }
 
+/// Idle client connections: 10,000, or 1,000 with `--quick`.
+fn idle_conns(o: &side::Options) -> usize {
+    if o.quick {
+        1_000
+    } else {
+        10_000
+    }
+}
+
 fn run() -> Result<(), String> {
-    let o = parse_args()?;
+    let o = side::Options::parse()?;
+    let only = o.scenarios(&Scenario::ALL, Scenario::key)?;
+    let idle = idle_conns(&o);
     os_support::which("wrk", "apt-get install wrk")?;
     let (gateway_cpu, load_cpu) = os_support::pick_cpus()?;
-    let nofile = os_support::raise_nofile(o.idle as u64 + 1000)?;
+    let nofile = os_support::raise_nofile(idle as u64 + 1000)?;
     let programs = Programs::find(o.build)?;
     os_support::pin_to(load_cpu).map_err(|e| format!("pinning to CPU {load_cpu}: {e}"))?;
     let upstream = ServerChild::start(
@@ -380,15 +339,15 @@ fn run() -> Result<(), String> {
          {} run(s); RLIMIT_NOFILE {nofile}",
         o.runs
     );
-    let mut figs = vec![vec![Vec::new(); Gateway::ALL.len()]; o.only.len()];
+    let mut figs = vec![vec![Vec::new(); Gateway::ALL.len()]; only.len()];
     let result = (|| {
         for run in 0..o.runs {
-            for (i, &sc) in o.only.iter().enumerate() {
+            for (i, &sc) in only.iter().enumerate() {
                 for k in 0..Gateway::ALL.len() {
                     let gi = (k + run) % Gateway::ALL.len();
                     let g = Gateway::ALL[gi];
                     let running = start(g, &programs, upstream.addr, &prefix, gateway_cpu)?;
-                    let value = measure(sc, &running, &o, load_cpu)
+                    let value = measure(sc, &running, &o, idle, load_cpu)
                         .map_err(|e| format!("{} on {}: {e}", sc.key(), g.label()))?;
                     drop(running);
                     eprintln!(
@@ -411,7 +370,7 @@ fn run() -> Result<(), String> {
         Gateway::ALL.map(Gateway::label).join(" | ")
     );
     println!("|---|---|---:|---:|---:|---:|---:|");
-    for (i, &sc) in o.only.iter().enumerate() {
+    for (i, &sc) in only.iter().enumerate() {
         let cells: Vec<String> = figs[i].iter().map(|v| spread(v)).collect();
         let m: Vec<f64> = figs[i].iter().map(|v| median(v)).collect();
         println!(
@@ -424,13 +383,12 @@ fn run() -> Result<(), String> {
         );
     }
     if let Some(path) = &o.json {
-        let rows = o
-            .only
+        let rows = only
             .iter()
             .zip(&figs)
-            .map(|(sc, f)| side::scenario(sc.key(), &sc.desc(&o), sc.unit(), f))
+            .map(|(sc, f)| side::scenario(sc.key(), &sc.desc(idle), sc.unit(), f))
             .collect();
-        let quick = if o.quick { " -- --quick" } else { "" };
+        let quick = o.quick_suffix();
         let command = format!("cargo bench --bench gateway --features client{quick}");
         let servers = Gateway::ALL.map(Gateway::label);
         side::write_json(
