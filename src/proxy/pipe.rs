@@ -53,8 +53,8 @@ pub(crate) async fn pipe(mut tunnel: Tunnel, tcp: TcpStream, relay: &RelayConfig
     let mut timer = idle.map(|t| Box::pin(crate::engine::time::sleep(t)));
     let ended = poll_fn(|cx| {
         let moved = (up.moved, down.moved);
-        let a = to_target(cx, &mut tunnel, &tcp, &mut up);
-        let b = to_tunnel(cx, &mut tunnel, &tcp, &mut down);
+        let a = copy(cx, TunnelEnd(&mut tunnel), TargetEnd(&tcp), &mut up);
+        let b = copy(cx, TargetEnd(&tcp), TunnelEnd(&mut tunnel), &mut down);
         match (a, b) {
             (Poll::Ready(Err(f)), _) | (_, Poll::Ready(Err(f))) => return Poll::Ready(Err(f)),
             (Poll::Ready(Ok(())), Poll::Ready(Ok(()))) => return Poll::Ready(Ok(())),
@@ -78,59 +78,68 @@ fn idle_expired(t: Pin<&mut Sleep>, cx: &mut Context<'_>) -> Poll<Result<(), Fai
     t.poll(cx).map(|()| Err(Failed::Idle))
 }
 
-fn to_target(
-    cx: &mut Context<'_>,
-    tunnel: &mut Tunnel,
-    tcp: &TcpStream,
-    h: &mut Half,
-) -> Poll<Result<(), Failed>> {
-    while !h.done {
-        if h.at == h.end {
-            match tunnel.poll_read(cx, &mut h.buf) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(_)) => return Poll::Ready(Err(Failed::Tunnel)),
-                Poll::Ready(Ok(0)) => {
-                    h.done = true;
-                    let _ = tcp.poll_shutdown(cx);
-                    break;
-                }
-                Poll::Ready(Ok(n)) => (h.at, h.end) = (0, n),
-            }
-        }
-        match tcp.poll_write(cx, &h.buf[h.at..h.end]) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Err(_)) => return Poll::Ready(Err(Failed::Target)),
-            Poll::Ready(Ok(n)) => {
-                h.at += n;
-                h.moved += n as u64;
-            }
-        }
-    }
-    Poll::Ready(Ok(()))
+/// One end of the pipe as [`copy`] reads from it or writes to it.
+trait End {
+    fn read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<Result<usize, Failed>>;
+    fn write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<Result<usize, Failed>>;
+    /// The other side ended: ours ends too (a half-close).
+    fn shutdown(&mut self, cx: &mut Context<'_>);
 }
 
-fn to_tunnel(
+/// The handler's tunnel (the client's stream).
+struct TunnelEnd<'a>(&'a mut Tunnel);
+
+impl End for TunnelEnd<'_> {
+    fn read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<Result<usize, Failed>> {
+        self.0.poll_read(cx, buf).map_err(|_| Failed::Tunnel)
+    }
+    fn write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<Result<usize, Failed>> {
+        self.0.poll_write(cx, buf).map_err(|_| Failed::Tunnel)
+    }
+    fn shutdown(&mut self, _cx: &mut Context<'_>) {
+        let _ = self.0.poll_shutdown();
+    }
+}
+
+/// The target's TCP connection.
+struct TargetEnd<'a>(&'a TcpStream);
+
+impl End for TargetEnd<'_> {
+    fn read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<Result<usize, Failed>> {
+        self.0.poll_read(cx, buf).map_err(target_failed)
+    }
+    fn write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<Result<usize, Failed>> {
+        self.0.poll_write(cx, buf).map_err(target_failed)
+    }
+    fn shutdown(&mut self, cx: &mut Context<'_>) {
+        let _ = self.0.poll_shutdown(cx);
+    }
+}
+
+/// Moves `h`'s direction from `from` to `to` until `from` ends (then `to` is shut down)
+/// or either side waits.
+fn copy(
     cx: &mut Context<'_>,
-    tunnel: &mut Tunnel,
-    tcp: &TcpStream,
+    mut from: impl End,
+    mut to: impl End,
     h: &mut Half,
 ) -> Poll<Result<(), Failed>> {
     while !h.done {
         if h.at == h.end {
-            match tcp.poll_read(cx, &mut h.buf) {
+            match from.read(cx, &mut h.buf) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(target_failed(e))),
+                Poll::Ready(Err(f)) => return Poll::Ready(Err(f)),
                 Poll::Ready(Ok(0)) => {
                     h.done = true;
-                    let _ = tunnel.poll_shutdown();
+                    to.shutdown(cx);
                     break;
                 }
                 Poll::Ready(Ok(n)) => (h.at, h.end) = (0, n),
             }
         }
-        match tunnel.poll_write(cx, &h.buf[h.at..h.end]) {
+        match to.write(cx, &h.buf[h.at..h.end]) {
             Poll::Pending => return Poll::Pending,
-            Poll::Ready(Err(_)) => return Poll::Ready(Err(Failed::Tunnel)),
+            Poll::Ready(Err(f)) => return Poll::Ready(Err(f)),
             Poll::Ready(Ok(n)) => {
                 h.at += n;
                 h.moved += n as u64;
