@@ -9,6 +9,7 @@ mod common;
 
 use axum::routing::any;
 use axum::Router;
+use common::ws_echo::echo;
 use fibr::client::Client;
 use fibr::net::TcpListener;
 use fibr::ws::{
@@ -16,23 +17,6 @@ use fibr::ws::{
 };
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-/// Every text and binary message back; a text "close" closes with 4000 "bye".
-async fn echo(mut socket: WebSocket) {
-    while let Some(Ok(msg)) = socket.recv().await {
-        let reply = match msg {
-            Message::Text(t) if t == "close" => Message::Close(Some(CloseFrame {
-                code: 4000,
-                reason: "bye".into(),
-            })),
-            Message::Text(_) | Message::Binary(_) => msg,
-            _ => continue,
-        };
-        if socket.send(reply).await.is_err() {
-            return;
-        }
-    }
-}
 
 fn app() -> Router {
     Router::new().route(

@@ -12,29 +12,11 @@ use axum::routing::any;
 use axum::Router;
 use common::h3::{h3_serve_app, https_get, LIMIT};
 use common::pki::Pki;
+use common::ws_echo::echo;
 use fibr::client::Client;
-use fibr::ws::{
-    CloseFrame, Config, Connector, DeflateConfig, Message, WebSocket, WebSocketUpgrade,
-};
+use fibr::ws::{CloseFrame, Config, Connector, DeflateConfig, Message, WebSocketUpgrade};
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-/// Every text and binary message back; a text "close" closes with 4000 "bye".
-async fn echo(mut socket: WebSocket) {
-    while let Some(Ok(msg)) = socket.recv().await {
-        let reply = match msg {
-            Message::Text(t) if t == "close" => Message::Close(Some(CloseFrame {
-                code: 4000,
-                reason: "bye".into(),
-            })),
-            Message::Text(_) | Message::Binary(_) => msg,
-            _ => continue,
-        };
-        if socket.send(reply).await.is_err() {
-            return;
-        }
-    }
-}
 
 fn app() -> Router {
     Router::new().route(

@@ -18,6 +18,8 @@ pub mod socks;
 pub mod tls_provider;
 #[cfg(all(feature = "tunnel", feature = "axum", feature = "tokio"))]
 pub mod tunnel;
+#[cfg(feature = "ws")]
+pub mod ws_echo;
 
 use fibr::http::{MakeService, Server, ServerConfig};
 use fibr::net::TcpListener;
