@@ -314,22 +314,6 @@ fn engine_serves_http_echo_https_and_http3() {
     );
 }
 
-/// Runs a Python peer: its output lines, once it succeeded.
-fn python(script: &str, args: &[String]) -> Vec<String> {
-    let out = Command::new("timeout")
-        .args(["40", "python3", "-c", script])
-        .args(args)
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.lines().map(str::to_owned).collect()
-}
-
 fn proxy_tunnels_connect_over_https_h2_and_h3() {
     use common::tunnel::{Origins, PY_H2_CONNECT, PY_H3_CONNECT};
     common::require_python("h2");
@@ -349,11 +333,11 @@ fn proxy_tunnels_connect_over_https_h2_and_h3() {
     let mut args = vec![port.clone()];
     args.extend(origins.args());
     args.extend(["-".into(), ca.clone()]);
-    assert_eq!(python(PY_H2_CONNECT, &args), steps, "h2");
+    assert_eq!(common::python_lines(PY_H2_CONNECT, &args), steps, "h2");
     let mut args = vec![port, ca];
     args.extend(origins.args());
     args.push("-".into());
-    assert_eq!(python(PY_H3_CONNECT, &args), steps, "h3");
+    assert_eq!(common::python_lines(PY_H3_CONNECT, &args), steps, "h3");
 }
 
 /// An extended CONNECT (RFC 9220) to `/ws`, one masked text frame, its echo.
@@ -434,5 +418,5 @@ fn ws_echo_serves_wss_over_http1_h2_and_h3() {
     });
     assert_eq!(versions, [Version::HTTP_11, Version::HTTP_2]);
     let args = [addr.port().to_string(), pki.ca_pem.display().to_string()];
-    assert_eq!(python(PY_WS_H3_ECHO, &args), ["200 81026869"]);
+    assert_eq!(common::python_lines(PY_WS_H3_ECHO, &args), ["200 81026869"]);
 }

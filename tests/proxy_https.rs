@@ -46,21 +46,6 @@ fn start_with(pki: &Pki, config: ProxyConfig) -> SocketAddr {
     panic!("no port free on both TCP and UDP");
 }
 
-fn python(script: &str, args: &[String]) -> Vec<String> {
-    let out = std::process::Command::new("timeout")
-        .args(["40", "python3", "-c", script])
-        .args(args)
-        .output()
-        .expect("python3");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.lines().map(str::to_owned).collect()
-}
-
 const STEPS: [&str; 5] = ["echo", "half-close", "reset", "connect-error", "refused"];
 
 fn origins_saw_it_all(origins: &Origins) {
@@ -80,7 +65,7 @@ fn python_h2_over_tls_tunnels_through_the_proxy() {
         let mut args = vec![addr.port().to_string()];
         args.extend(origins.args());
         args.extend(["-".into(), pki.ca_pem.path().display().to_string()]);
-        assert_eq!(python(PY_H2_CONNECT, &args), STEPS);
+        assert_eq!(common::python_lines(PY_H2_CONNECT, &args), STEPS);
         origins_saw_it_all(&origins);
     });
 }
@@ -98,7 +83,7 @@ fn aioquic_tunnels_through_the_proxy_over_http3() {
         ];
         args.extend(origins.args());
         args.push("-".into());
-        assert_eq!(python(PY_H3_CONNECT, &args), STEPS);
+        assert_eq!(common::python_lines(PY_H3_CONNECT, &args), STEPS);
         origins_saw_it_all(&origins);
     });
 }

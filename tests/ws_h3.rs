@@ -176,20 +176,14 @@ fn aioquic_speaks_websocket_over_http3() {
         let pki = Pki::new();
         let addr = start(&pki);
         assert!(https_get(&pki, addr).starts_with("HTTP/1.1"));
-        let out = std::process::Command::new("timeout")
-            .args(["40", "python3", "-c", PY_WS_H3])
-            .arg(addr.port().to_string())
-            .arg(pki.ca_pem.path())
-            .output()
-            .expect("python3");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+        let args = [
+            addr.port().to_string(),
+            pki.ca_pem.path().display().to_string(),
+        ];
+        assert_eq!(
+            common::python_lines(PY_WS_H3, &args),
+            ["settings", "echo", "deflate", "protocol-on-get"]
         );
-        let lines: Vec<&str> = stdout.lines().collect();
-        assert_eq!(lines, ["settings", "echo", "deflate", "protocol-on-get"]);
     });
 }
 

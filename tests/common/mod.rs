@@ -281,6 +281,23 @@ pub fn require_python(module: &str) {
     );
 }
 
+/// Runs `python3 -c script ARGS...` (40 s at most): its output lines, once it succeeded
+/// (else the test fails with its output and errors).
+pub fn python_lines(script: &str, args: &[String]) -> Vec<String> {
+    let out = std::process::Command::new("timeout")
+        .args(["40", "python3", "-c", script])
+        .args(args)
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().map(str::to_owned).collect()
+}
+
 /// Fails the test, naming the install line, unless the program `tool` (from the Debian
 /// package `package`) is on the PATH.
 pub fn require_tool(tool: &str, package: &str) {
