@@ -180,7 +180,16 @@ fn a_client_that_changes_address_keeps_its_connection_when_migration_is_on() {
             ),
         );
         let e = get_after_rebinding(&pki, off).expect_err("migration off: the path is dropped");
-        assert!(matches!(e, quinn::ConnectionError::TimedOut), "{e:?}");
+        // The connection dies of its idle timeout; on a loaded machine the client's timer
+        // can fire after the server's, whose endpoint then answers the client's next packet
+        // for the forgotten connection with a stateless reset: dead either way.
+        assert!(
+            matches!(
+                e,
+                quinn::ConnectionError::TimedOut | quinn::ConnectionError::Reset
+            ),
+            "{e:?}"
+        );
     });
 }
 
