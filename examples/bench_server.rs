@@ -63,12 +63,12 @@
 //! whose other side is tonic's own server with the same service (`benches/peers`'
 //! `tonic_grpc`).
 
-use axum::body::{Body, Bytes};
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::Path;
-use axum::routing::{get, post};
-use axum::{Json, Router};
-use std::convert::Infallible;
+#[path = "common/bench_routes.rs"]
+mod bench_routes;
+use axum::routing::get;
+use axum::Router;
+use bench_routes::http_routes;
 use std::io;
 use std::net::SocketAddr;
 
@@ -78,34 +78,6 @@ fn app() -> Router {
         "/ws",
         get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(echo) }),
     )
-}
-
-/// Every route but `/ws`.
-fn http_routes() -> Router {
-    Router::new()
-        .route("/", get(|| async { "hello" }))
-        .route("/echo", post(|body: axum::body::Bytes| async move { body }))
-        .route(
-            "/json",
-            get(|| async { Json(serde_json::json!({ "message": "hello", "from": "bench" })) }),
-        )
-        .route(
-            "/bytes/{n}",
-            get(|Path(n): Path<usize>| async move { bytes(n) }),
-        )
-}
-
-/// `GET /bytes/{n}`'s chunks: slices of one static buffer, no allocation per chunk (as
-/// `benches/peers`' `bytes_chunks`, which the quinn peer serves).
-const BYTES_CHUNK: usize = 64 * 1024;
-static ZEROS: [u8; BYTES_CHUNK] = [0; BYTES_CHUNK];
-
-/// `n` bytes, streamed in chunks of at most [`BYTES_CHUNK`].
-fn bytes(n: usize) -> Body {
-    let chunks = (0..n)
-        .step_by(BYTES_CHUNK)
-        .map(move |at| Ok::<_, Infallible>(Bytes::from_static(&ZEROS[..BYTES_CHUNK.min(n - at)])));
-    Body::from_stream(futures_util::stream::iter(chunks))
 }
 
 /// [`app`] with `/ws` on fibr's own WebSocket (mode `fibr-ws`).
