@@ -240,8 +240,6 @@ impl<B: BodySink, X> ServerConn<B, X> {
         let keep_alive = self.queue.pop_front().is_some_and(|s| s.keep_alive);
         if self.queue.is_empty() {
             self.idle_since = now;
-            // An idle keep-alive connection keeps no queue (its slots are large).
-            self.queue = VecDeque::new();
         }
         if keep_alive {
             return After::Next;

@@ -4,6 +4,7 @@
 use super::respond::error_response;
 use super::{Actions, BodyFailure, BodySink, Clock, Continue, Limits, Reading, ServerConn};
 use http::{StatusCode, Version};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 impl<B: BodySink, X> ServerConn<B, X> {
@@ -19,6 +20,11 @@ impl<B: BodySink, X> ServerConn<B, X> {
         out: &mut Vec<u8>,
     ) -> Actions {
         self.drop_long_unread_body(limits);
+        if self.queue.is_empty() {
+            // An idle keep-alive connection keeps no queue (its slots are large); within a
+            // round the allocation serves every pipelined request in turn.
+            self.queue = VecDeque::new();
+        }
         let deadline = match self.deadline(limits, reads_paused) {
             Some((at, kind)) if clock.now >= at => {
                 self.timed_out(kind, clock, out);
