@@ -19,7 +19,7 @@ mod bench_routes;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::header::{HeaderValue, ACCEPT, CONTENT_TYPE, HOST, USER_AGENT};
+use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, HOST, USER_AGENT};
 use http::{HeaderMap, Method, Request, Response, Uri, Version};
 use http_body::Body as _;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -59,30 +59,26 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 const HEAD: &[u8] = b"GET / HTTP/1.1\r\nhost: 127.0.0.1:8080\r\nuser-agent: h2load nghttp2/1.52.0\r\naccept: */*\r\n\r\n";
+/// Requests per run; `--iterations N` sets another (a run under callgrind wants few).
 const ITERATIONS: u64 = 1_000_000;
 const RUNS: usize = 7;
+
+/// Where [`HEAD`]'s target and header values are: (start, end).
+const TARGET: (usize, usize) = (4, 5);
+const VALUES: [(HeaderName, (usize, usize)); 3] =
+    [(HOST, (22, 36)), (USER_AGENT, (50, 71)), (ACCEPT, (81, 84))];
 
 /// `GET /` as fibr's HTTP/1 parser builds it: one copy of the head, slices of it.
 fn request() -> Request<Body> {
     let shared = Bytes::copy_from_slice(HEAD);
-    let slice = |s: &str| {
-        let at = HEAD
-            .windows(s.len())
-            .position(|w| w == s.as_bytes())
-            .unwrap();
-        shared.slice(at..at + s.len())
-    };
-    let mut headers = HeaderMap::with_capacity(3);
-    for (name, value) in [
-        (HOST, "127.0.0.1:8080"),
-        (USER_AGENT, "h2load nghttp2/1.52.0"),
-        (ACCEPT, "*/*"),
-    ] {
-        headers.append(name, HeaderValue::from_maybe_shared(slice(value)).unwrap());
+    let mut headers = HeaderMap::with_capacity(VALUES.len());
+    for (name, (start, end)) in VALUES {
+        let value = HeaderValue::from_maybe_shared(shared.slice(start..end)).unwrap();
+        headers.append(name, value);
     }
     let mut req = Request::new(Body::empty());
     *req.method_mut() = Method::GET;
-    *req.uri_mut() = Uri::from_maybe_shared(slice("/")).unwrap();
+    *req.uri_mut() = Uri::from_maybe_shared(shared.slice(TARGET.0..TARGET.1)).unwrap();
     *req.version_mut() = Version::HTTP_11;
     *req.headers_mut() = headers;
     req
@@ -108,21 +104,26 @@ where
 }
 
 /// Median nanoseconds and allocations per request of `svc`.
-fn measure<S>(mut svc: S) -> (f64, f64)
+fn measure<S>(mut svc: S, iterations: u64) -> (f64, f64)
 where
     S: Service<Request<Body>, Response = Response<Body>, Error = Infallible>,
 {
     let mut cx = Context::from_waker(Waker::noop());
+    let req = request();
+    assert_eq!(req.uri(), "/");
+    assert_eq!(req.headers()[HOST], "127.0.0.1:8080");
+    assert_eq!(req.headers()[USER_AGENT], "h2load nghttp2/1.52.0");
+    assert_eq!(req.headers()[ACCEPT], "*/*");
     assert_eq!(once(&mut svc, &mut cx), 5);
     let mut runs: Vec<(f64, f64)> = (0..RUNS)
         .map(|_| {
             let allocs = ALLOCS.load(Ordering::Relaxed);
             let start = Instant::now();
-            for _ in 0..ITERATIONS {
+            for _ in 0..iterations {
                 black_box(once(&mut svc, &mut cx));
             }
-            let ns = start.elapsed().as_nanos() as f64 / ITERATIONS as f64;
-            let per = (ALLOCS.load(Ordering::Relaxed) - allocs) as f64 / ITERATIONS as f64;
+            let ns = start.elapsed().as_nanos() as f64 / iterations as f64;
+            let per = (ALLOCS.load(Ordering::Relaxed) - allocs) as f64 / iterations as f64;
             (ns, per)
         })
         .collect();
@@ -135,6 +136,11 @@ fn main() {
         // `cargo test --benches` builds and lists this bench; it measures nothing then.
         return;
     }
+    let args: Vec<String> = std::env::args().collect();
+    let iterations = match args.iter().position(|a| a == "--iterations") {
+        Some(i) => args[i + 1].parse().expect("--iterations N"),
+        None => ITERATIONS,
+    };
     let bare = tower::service_fn(|_req: Request<Body>| async {
         let mut resp = Response::new(Body::from("hello"));
         resp.headers_mut().insert(
@@ -143,8 +149,19 @@ fn main() {
         );
         Ok::<_, Infallible>(resp)
     });
-    let (bare_ns, bare_allocs) = measure(bare);
-    let (router_ns, router_allocs) = measure(bench_routes::http_routes());
+    // `--only bare|router`: one service (for callgrind, which counts each on its own).
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .map(|i| args[i + 1].as_str());
+    let (bare_ns, bare_allocs) = match only {
+        Some("router") => (0.0, 0.0),
+        _ => measure(bare, iterations),
+    };
+    let (router_ns, router_allocs) = match only {
+        Some("bare") => (0.0, 0.0),
+        _ => measure(bench_routes::http_routes(), iterations),
+    };
     println!("| service | ns/request | allocations/request |");
     println!("|---|---:|---:|");
     println!("| bare `service_fn` | {bare_ns:.1} | {bare_allocs:.1} |");
