@@ -148,7 +148,7 @@ fn build_head(
                 .collect();
             HeaderValue::from_bytes(&unfolded)
         } else {
-            HeaderValue::from_maybe_shared(share(h.value))
+            Ok(super::parse::header_value(share(h.value)))
         }
         .map_err(|_| ResponseError::InvalidHeader)?;
         if name == header::CONTENT_LENGTH {

@@ -101,8 +101,8 @@ pub(crate) fn parse_request_head(
     }
 }
 
-/// A header value httparse has accepted, without checking its bytes again.
-fn header_value(bytes: Bytes) -> HeaderValue {
+/// A header value httparse has accepted (unfolded), without checking its bytes again.
+pub(crate) fn header_value(bytes: Bytes) -> HeaderValue {
     // httparse accepts in a value exactly the bytes `HeaderValue` does (HTAB, 0x20-0x7E,
     // 0x80-0xFF; its HEADER_VALUE_MAP and SIMD paths), which the debug check confirms.
     debug_assert!(HeaderValue::from_maybe_shared(bytes.clone()).is_ok());
