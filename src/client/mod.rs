@@ -84,6 +84,9 @@ pub use connect::{
 use error::Failure;
 pub use error::{BoxError, Error, ErrorKind};
 pub use proxy::{Proxy, ProxyTunnel};
+/// TLS over a stream the caller made (the gateway's upgrades over TLS).
+#[cfg(feature = "tls")]
+pub(crate) use tls::handshake as tls_handshake;
 #[cfg(feature = "tls")]
 pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 
@@ -239,11 +242,15 @@ impl<C: Connector> Client<C> {
             // HTTP/2 says when a stream was not processed (REFUSED_STREAM, GOAWAY): that one
             // goes again even from a fresh connection.
             let (r, refused) = match conn {
-                Picked::H1(_) if req.extensions().get::<crate::http::Protocol>().is_some() => {
+                Picked::H1(conn) if req.extensions().get::<crate::http::Protocol>().is_some() => {
+                    // Untouched: back to the pool for requests that can use it.
+                    conn.unused();
                     return Err(Error::new(
                         ErrorKind::Other,
-                        "an extended CONNECT (a fibr::http::Protocol) needs HTTP/2, and this \
-                         server's connection speaks HTTP/1.1",
+                        error::NoExtendedConnect(
+                            "an extended CONNECT (a fibr::http::Protocol) needs HTTP/2, and \
+                             this server's connection speaks HTTP/1.1",
+                        ),
                     ));
                 }
                 Picked::H1(mut conn) => match conn.conn.exchange(&mut req, framing, max_body).await

@@ -311,6 +311,14 @@ pub(crate) fn copy_into(buf: &mut [u8], data: &[u8]) -> usize {
     n
 }
 
+/// Copies the front of `data` into hyper's `buf`; how much.
+#[cfg(feature = "hyper")]
+pub(crate) fn put_cursor(buf: &mut hyper::rt::ReadBufCursor<'_>, data: &[u8]) -> usize {
+    let n = buf.remaining().min(data.len());
+    buf.put_slice(&data[..n]);
+    n
+}
+
 /// A stream as one byte stream: its input body read, its output queued (`output`'s
 /// [`UpgradeBody`] is the other body of the exchange). Reads end (`Ok(0)`) with the
 /// input; a failed input (the stream reset) is `ConnectionReset`. Dropped, the output
@@ -336,7 +344,7 @@ where
     }
 
     /// Hands what was read to `put`, reading the input's next DATA when nothing is left.
-    fn poll_put(
+    pub(crate) fn poll_put(
         &mut self,
         cx: &mut Context<'_>,
         put: impl FnOnce(&[u8]) -> usize,
@@ -403,12 +411,9 @@ where
         cx: &mut Context<'_>,
         mut buf: hyper::rt::ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        let put = |data: &[u8]| {
-            let n = buf.remaining().min(data.len());
-            buf.put_slice(&data[..n]);
-            n
-        };
-        self.get_mut().poll_put(cx, put).map_ok(drop)
+        self.get_mut()
+            .poll_put(cx, |data| put_cursor(&mut buf, data))
+            .map_ok(drop)
     }
 }
 

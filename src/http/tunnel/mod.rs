@@ -34,6 +34,8 @@
 
 mod conn;
 
+#[cfg(feature = "hyper")]
+use crate::http::pipe::put_cursor;
 use crate::http::pipe::{copy_into, read_chunks, StreamIo, StreamPipe};
 pub use crate::http::pipe::{TunnelAborted, UpgradeBody};
 use crate::http::switch::{OnSwitch, Switched, Tunnel as Input};
@@ -225,10 +227,34 @@ impl Tunnel {
 
     /// Resets the tunnel: what is queued is dropped and the peer sees an error.
     pub fn abort(self) {
+        self.reset();
+    }
+
+    /// [`Tunnel::abort`] for one who holds it by reference.
+    pub(crate) fn reset(&self) {
         match &self.io {
             Io::Stream(pipe) => pipe.abort(),
             Io::Conn { pipe, .. } => pipe.abort(),
         }
+    }
+}
+
+/// With feature `hyper`, a tunnel is a hyper stream (what hyper's connections and
+/// fibr's client run over).
+#[cfg(feature = "hyper")]
+impl hyper::rt::Read for Tunnel {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let put = |data: &[u8]| put_cursor(&mut buf, data);
+        match &mut this.io {
+            Io::Stream(pipe) => pipe.poll_put(cx, put),
+            Io::Conn { pipe, pending } => read_chunks(pending, || pipe.poll_read(cx), put),
+        }
+        .map_ok(drop)
     }
 }
 
@@ -246,21 +272,30 @@ impl tokio::io::AsyncRead for Tunnel {
     }
 }
 
-#[cfg(feature = "tokio")]
-impl tokio::io::AsyncWrite for Tunnel {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write(cx, buf)
-    }
+/// hyper's and tokio's `Write`: the same three calls (a write is queued whole; there is
+/// nothing to flush).
+macro_rules! write_impl {
+    ($feature:literal, $trait:path) => {
+        #[cfg(feature = $feature)]
+        impl $trait for Tunnel {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                self.get_mut().poll_write(cx, buf)
+            }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
+            fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_shutdown()
-    }
+            fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                self.get_mut().poll_shutdown()
+            }
+        }
+    };
 }
+
+write_impl!("hyper", hyper::rt::Write);
+write_impl!("tokio", tokio::io::AsyncWrite);
