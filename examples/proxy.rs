@@ -4,7 +4,9 @@
 //!
 //! With `TLS_CERT` and `TLS_KEY` (PEM files; feature `tls`) the port is an HTTPS proxy
 //! instead: CONNECT (tunnels) and http:// forwarding over HTTP/1.1 and HTTP/2 by ALPN,
-//! and (feature `http3`) over HTTP/3 on the same UDP port, under the same rules.
+//! and (feature `http3`) over HTTP/3 on the same UDP port, under the same rules. fibr's
+//! client takes it as `Proxy::all("https://localhost:PORT")` (its tunnels as CONNECT
+//! streams of one HTTP/2 connection).
 //!
 //! Safe by default: only clients on this host may use it, and targets on loopback,
 //! private and other special ranges are refused. `PROXY_ALLOW_ALL=1` makes it an open

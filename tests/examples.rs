@@ -2,8 +2,8 @@
 //! say, driven by real peers: `client` against fibr servers (HTTP/1.1 and h2c; HTTPS
 //! with h2 by ALPN and HTTP/3 by Alt-Svc, trusting a test CA through `CA_FILE`), `mux` by
 //! curl (HTTP/1.1, h2c, HTTPS and SOCKS5 on one port), `engine` by a raw TCP echo, HTTP,
-//! HTTPS and HTTP/3 (fibr's client), `proxy` with TLS by CONNECTs from Python's `h2` and
-//! aioquic, `ws_echo` with TLS by fibr's WebSocket client (HTTP/1.1, h2) and aioquic (h3).
+//! HTTPS and HTTP/3 (fibr's client), `proxy` with TLS by CONNECTs from Python's `h2`,
+//! aioquic and fibr's client (over h2), `ws_echo` with TLS by fibr's WebSocket client (HTTP/1.1, h2) and aioquic (h3).
 //!
 //! Its own main: the examples' sources are compiled into this binary, which runs one of
 //! them, as its own process with its environment and arguments, when `RUN_EXAMPLE` names
@@ -338,6 +338,22 @@ fn proxy_tunnels_connect_over_https_h2_and_h3() {
     args.extend(origins.args());
     args.push("-".into());
     assert_eq!(common::python_lines(PY_H3_CONNECT, &args), steps, "h3");
+    // fibr's own client, through CONNECT streams over h2 (`h2` the only ALPN offered),
+    // to an HTTP origin.
+    let app = axum::Router::new().route("/", axum::routing::get(|| async { "via h2" }));
+    let origin = common::start(app, fibr::http::ServerConfig::default());
+    let proxy = fibr::client::Proxy::all(&format!("https://localhost:{}", addr.port()))
+        .unwrap()
+        .http2_prior_knowledge();
+    let client = Client::builder()
+        .tls_config(Arc::new(pki.client_config()))
+        .proxy(proxy)
+        .build();
+    let body = fibr::run(async move {
+        let res = client.get(format!("http://{origin}/")).await.unwrap();
+        res.into_body().collect().await.unwrap().to_bytes()
+    });
+    assert_eq!(body, "via h2");
 }
 
 /// An extended CONNECT (RFC 9220) to `/ws`, one masked text frame, its echo.

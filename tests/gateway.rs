@@ -13,6 +13,9 @@ mod streaming;
 mod tls;
 #[path = "gateway/ws.rs"]
 mod ws;
+#[cfg(all(feature = "http3", feature = "ws"))]
+#[path = "gateway/ws_tls.rs"]
+mod ws_tls;
 
 use axum::body::Body as AxumBody;
 use axum::extract::{Path, Request, State};

@@ -2,6 +2,7 @@
 
 #[cfg(feature = "http3")]
 use super::http3;
+use super::proxied::Proxied;
 #[cfg(feature = "tls")]
 use super::HttpsConnector;
 use super::{Client, Connector, H1Options, H2Config, HttpConnector, IdlePool, Inner, Proxy};
@@ -224,8 +225,11 @@ impl Builder {
     /// the order given, the first that takes a request's URI wins, and a request none
     /// takes goes direct. `https://` targets go through a tunnel (SOCKS or `CONNECT`)
     /// with TLS inside; `http://` ones are forwarded to an HTTP proxy in absolute form
-    /// (over HTTP/1.1, even with [`Builder::http2_prior_knowledge`]). The connect timeout
-    /// covers the proxy's handshake.
+    /// (over HTTP/1.1, even with [`Builder::http2_prior_knowledge`]), except through an
+    /// `https://` or HTTP/2 proxy, which tunnels every target (a `CONNECT` stream over
+    /// HTTP/2 when the proxy speaks it, its tunnels sharing one connection; its TLS
+    /// settings are [`Proxy::tls_config`]'s, else [`Builder::tls_config`]'s). The connect
+    /// timeout covers the proxy's handshake.
     pub fn proxy(&mut self, proxy: Proxy) -> &mut Self {
         self.proxies.push(proxy);
         self
@@ -267,9 +271,22 @@ impl Builder {
         } else {
             Vec::new()
         };
-        HttpConnector::new()
-            .with_proxies(self.proxies.iter().cloned().chain(from_env))
-            .with_connect_limits(self.h1.limits)
+        let proxies: Vec<Proxy> = self.proxies.iter().cloned().chain(from_env).collect();
+        let secure = (!proxies.is_empty()).then(|| {
+            Arc::new(Proxied::new(
+                self.h2.clone(),
+                self.idle_timeout,
+                #[cfg(feature = "tls")]
+                self.tls.clone(),
+            ))
+        });
+        let connector = HttpConnector::new()
+            .with_proxies(proxies)
+            .with_connect_limits(self.h1.limits);
+        match secure {
+            Some(s) => connector.with_secure(s),
+            None => connector,
+        }
     }
 
     /// The TLS config [`Builder::build_https`] uses (a private CA, a client certificate);

@@ -4,7 +4,7 @@
 //! one Unix socket. TLS is a further connector.
 
 use super::error::{Error, ErrorKind};
-use super::proxy::{route, Proxy, Route};
+use super::proxy::{route, Opened, Proxy, ProxyTunnel, Route, Secure};
 use super::resolve::resolve;
 use crate::engine::net::{TcpStream, UnixStream};
 use crate::proto::h1::client::ResponseLimits;
@@ -110,11 +110,22 @@ impl Forwarding {
 
 /// `http` over TCP (names resolved off the event loops) and `http+unix`, directly or
 /// through [`Proxy`]s ([`with_proxies`](HttpConnector::with_proxies)).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct HttpConnector {
     proxies: Arc<[Proxy]>,
     /// Bounds on an HTTP proxy's answer to `CONNECT`.
     connect_limits: ResponseLimits,
+    /// Tunnels through proxies spoken to over TLS or HTTP/2 (the client's builder lends
+    /// them: they take the client's TLS and HTTP/2, which sit above this module).
+    secure: Option<Arc<dyn Secure>>,
+}
+
+impl std::fmt::Debug for HttpConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpConnector")
+            .field("proxies", &self.proxies)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpConnector {
@@ -138,6 +149,12 @@ impl HttpConnector {
         self
     }
 
+    /// Opens tunnels through `https://` and HTTP/2 proxies with `secure`.
+    pub(crate) fn with_secure(mut self, secure: Arc<dyn Secure>) -> HttpConnector {
+        self.secure = Some(secure);
+        self
+    }
+
     /// A stream to `dst`'s host and port (`default_port` when it names none), along
     /// `route`.
     async fn open(&self, dst: &Uri, default_port: u16, route: Route<'_>) -> Result<Stream, Error> {
@@ -147,7 +164,16 @@ impl HttpConnector {
         let port = dst.port_u16().unwrap_or(default_port);
         let tcp = match route {
             Route::Direct => dial(host, port).await?,
-            Route::Tunnel(proxy) => proxy.open_tunnel(host, port, self.connect_limits).await?,
+            Route::Tunnel(proxy) => {
+                let limits = self.connect_limits;
+                match proxy
+                    .open_tunnel(host, port, limits, self.secure.as_deref())
+                    .await?
+                {
+                    Opened::Tcp(tcp) => tcp,
+                    Opened::Proxied(tunnel) => return Ok(Stream::Proxied(tunnel)),
+                }
+            }
             Route::Forward(proxy) => proxy.open_forwarding().await?,
         };
         Ok(Stream::Tcp(tcp))
@@ -285,12 +311,15 @@ pub(crate) struct Key {
     pub authority: http::uri::Authority,
 }
 
-/// The stream of [`HttpConnector`]: TCP or Unix.
+/// The stream of [`HttpConnector`]: TCP or Unix, or a tunnel through a proxy spoken to
+/// over TLS or HTTP/2.
 pub enum Stream {
-    /// `http://` (directly or through a proxy).
+    /// `http://` (directly, or through a SOCKS or plain HTTP/1.1 proxy).
     Tcp(TcpStream),
     /// `http+unix://`.
     Unix(UnixStream),
+    /// Through an `https://` or HTTP/2 proxy (see [`Proxy`]).
+    Proxied(ProxyTunnel),
 }
 
 impl Connection for Stream {}
@@ -303,6 +332,7 @@ impl std::fmt::Debug for Stream {
                 .field(&s.peer_addr().ok())
                 .finish(),
             Stream::Unix(_) => f.write_str("Stream::Unix"),
+            Stream::Proxied(_) => f.write_str("Stream::Proxied"),
         }
     }
 }
@@ -375,4 +405,4 @@ macro_rules! stream_enum_io {
 #[cfg_attr(not(feature = "tls"), allow(unused_imports))]
 pub(super) use stream_enum_io;
 
-stream_enum_io!([] Stream { Stream::Tcp, Stream::Unix });
+stream_enum_io!([] Stream { Stream::Tcp, Stream::Unix, Stream::Proxied });

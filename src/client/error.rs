@@ -173,6 +173,32 @@ impl StdError for Error {
     }
 }
 
+/// Why an extended CONNECT (a request with a `fibr::http::Protocol`) did not go: the
+/// connection it got speaks HTTP/1.1, or the HTTP/2 server does not allow it (RFC 8441's
+/// SETTINGS_ENABLE_CONNECT_PROTOCOL). Typed, so that the gateway can tell it from a
+/// failure and go over HTTP/1.1's `Upgrade` instead.
+#[derive(Debug)]
+pub(crate) struct NoExtendedConnect(pub &'static str);
+
+impl fmt::Display for NoExtendedConnect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl StdError for NoExtendedConnect {}
+
+impl Error {
+    /// Whether the request was an extended CONNECT the connection could not carry (see
+    /// [`NoExtendedConnect`]).
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) fn is_no_extended_connect(&self) -> bool {
+        self.source
+            .as_deref()
+            .is_some_and(|e| e.is::<NoExtendedConnect>())
+    }
+}
+
 /// How an exchange failed.
 pub(crate) enum Failure {
     /// Nothing reached the server: the request may be sent again as it is.

@@ -28,7 +28,9 @@
 //!   see [`unix_uri`]), [`UnixConnector`], or your own. A connection that reports ALPN
 //!   `h2` ([`Connected::negotiated_h2`]) speaks HTTP/2.
 //! - Proxies ([`Builder::proxy`], [`Proxy`]): `http://` (a `CONNECT` tunnel for
-//!   `https://` targets, absolute-form forwarding for `http://` ones), `socks5://`,
+//!   `https://` targets, absolute-form forwarding for `http://` ones), `https://` (TLS to
+//!   the proxy, a `CONNECT` for every target over HTTP/2 when ALPN picks `h2`, else
+//!   HTTP/1.1; h2c with [`Proxy::http2_prior_knowledge`]), `socks5://`,
 //!   `socks5h://`, `socks4://`, `socks4a://`, with credentials from the URL; `NO_PROXY`
 //!   lists; the environment's `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`/`NO_PROXY` only with
 //!   [`Builder::proxy_from_env`]. Raw streams through SOCKS: `fibr::net::socks`.
@@ -66,6 +68,7 @@ mod h2;
 #[cfg(feature = "http3")]
 mod http3;
 mod pool;
+mod proxied;
 mod proxy;
 mod resolve;
 #[cfg(feature = "tls")]
@@ -80,7 +83,10 @@ pub use connect::{
 };
 use error::Failure;
 pub use error::{BoxError, Error, ErrorKind};
-pub use proxy::Proxy;
+pub use proxy::{Proxy, ProxyTunnel};
+/// TLS over a stream the caller made (the gateway's upgrades over TLS).
+#[cfg(feature = "tls")]
+pub(crate) use tls::handshake as tls_handshake;
 #[cfg(feature = "tls")]
 pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 
@@ -236,11 +242,15 @@ impl<C: Connector> Client<C> {
             // HTTP/2 says when a stream was not processed (REFUSED_STREAM, GOAWAY): that one
             // goes again even from a fresh connection.
             let (r, refused) = match conn {
-                Picked::H1(_) if req.extensions().get::<crate::http::Protocol>().is_some() => {
+                Picked::H1(conn) if req.extensions().get::<crate::http::Protocol>().is_some() => {
+                    // Untouched: back to the pool for requests that can use it.
+                    conn.unused();
                     return Err(Error::new(
                         ErrorKind::Other,
-                        "an extended CONNECT (a fibr::http::Protocol) needs HTTP/2, and this \
-                         server's connection speaks HTTP/1.1",
+                        error::NoExtendedConnect(
+                            "an extended CONNECT (a fibr::http::Protocol) needs HTTP/2, and \
+                             this server's connection speaks HTTP/1.1",
+                        ),
                     ));
                 }
                 Picked::H1(mut conn) => match conn.conn.exchange(&mut req, framing, max_body).await

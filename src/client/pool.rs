@@ -65,6 +65,15 @@ impl<Io> Pooled<Io> {
     }
 }
 
+impl<Io: Connection> Pooled<Io> {
+    /// Back to the pool as it came out, no exchange started on it.
+    pub fn unused(self: Box<Self>) {
+        if let Some(pool) = self.home.upgrade() {
+            pool.put(self);
+        }
+    }
+}
+
 impl<Io: Connection> Wire for Pooled<Io> {
     fn poll_read(
         &mut self,

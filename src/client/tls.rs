@@ -55,15 +55,43 @@ impl<C> HttpsConnector<C> {
     /// TLS over the streams `inner` makes (`https` URIs through its
     /// [`Connector::connect_tunnel`]; other schemes are `inner`'s own).
     pub fn wrap(inner: C, config: Arc<ClientConfig>) -> HttpsConnector<C> {
-        let config = if config.alpn_protocols.is_empty() {
-            let mut c = Arc::unwrap_or_clone(config);
-            c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-            Arc::new(c)
-        } else {
-            config
-        };
+        let config = with_alpn(config, &[b"h2", b"http/1.1"]);
         HttpsConnector { inner, config }
     }
+}
+
+/// `config`, offering `protocols` by ALPN if it names none itself.
+pub(crate) fn with_alpn(config: Arc<ClientConfig>, protocols: &[&[u8]]) -> Arc<ClientConfig> {
+    if !config.alpn_protocols.is_empty() {
+        return config;
+    }
+    let mut c = Arc::unwrap_or_clone(config);
+    c.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+    Arc::new(c)
+}
+
+/// TLS over `io` with the server `host` names (an IPv6 literal in brackets or not), once
+/// the handshake is done.
+pub(crate) async fn handshake<S: Connection>(
+    io: S,
+    host: &str,
+    config: Arc<ClientConfig>,
+) -> Result<TlsStream<S>, Error> {
+    // An IPv6 literal is named without its brackets.
+    let name = host.trim_start_matches('[').trim_end_matches(']');
+    let name = ServerName::try_from(name.to_string()).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidUri,
+            format!("TLS server name {name:?}: {e}"),
+        )
+    })?;
+    let conn = UnbufferedClientConnection::new(config, name)
+        .map_err(|e| Error::new(ErrorKind::Connect, format!("TLS: {e}")))?;
+    let mut tls = TlsStream::new(io, Session::new(conn, Instant::now(), None));
+    poll_fn(|cx| tls.poll_handshake(cx))
+        .await
+        .map_err(Error::from_connect_io)?;
+    Ok(tls)
 }
 
 impl<C> std::fmt::Debug for HttpsConnector<C> {
@@ -83,20 +111,7 @@ impl<C: Connector> Connector for HttpsConnector<C> {
             .host()
             .ok_or_else(|| Error::new(ErrorKind::InvalidUri, "the URI has no host"))?;
         let io = self.inner.connect_tunnel(dst).await?;
-        // An IPv6 literal is named without its brackets.
-        let name = host.trim_start_matches('[').trim_end_matches(']');
-        let name = ServerName::try_from(name.to_string()).map_err(|e| {
-            Error::new(
-                ErrorKind::InvalidUri,
-                format!("TLS server name {name:?}: {e}"),
-            )
-        })?;
-        let conn = UnbufferedClientConnection::new(self.config.clone(), name)
-            .map_err(|e| Error::new(ErrorKind::Connect, format!("TLS: {e}")))?;
-        let mut tls = TlsStream::new(io, Session::new(conn, Instant::now(), None));
-        poll_fn(|cx| tls.poll_handshake(cx))
-            .await
-            .map_err(Error::from_connect_io)?;
+        let tls = handshake(io, host, self.config.clone()).await?;
         Ok(MaybeHttps::Https(Box::new(tls)))
     }
 

@@ -53,12 +53,14 @@ pub struct Config {
     pub x_forwarded_proto: bool,
     /// Adds `Via` to requests and responses (RFC 9110 §7.6.3).
     pub via: bool,
-    /// Passes HTTP/1.1 `Upgrade` requests (WebSocket) through as byte tunnels.
+    /// Passes HTTP/1.1 `Upgrade` requests (WebSocket) and WebSockets over HTTP/2 and
+    /// HTTP/3 (extended CONNECT) through as byte tunnels, to every kind of upstream.
     pub upgrades: bool,
-    /// Bytes buffered per direction of an upgraded tunnel.
+    /// Bytes buffered per direction of an upgraded tunnel (at least 1 KiB), and queued
+    /// toward an HTTP/2 or HTTP/3 stream before writes wait for its window.
     pub tunnel_buffer: usize,
-    /// An HTTP/1.1 upgraded tunnel with no byte either way for this long is closed (a
-    /// peer gone without a FIN would hold it forever).
+    /// An upgraded tunnel with no byte either way for this long is closed (a peer gone
+    /// without a FIN would hold it forever).
     pub tunnel_idle_timeout: Option<Duration>,
     /// Largest upstream response head; a larger one is malformed (502).
     pub max_response_head: usize,

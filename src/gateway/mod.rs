@@ -34,17 +34,23 @@
 //! idle past [`Config::idle_timeout`], fails: the server resets the client's connection
 //! (HTTP/1.1) or stream (HTTP/2) rather than end the body as if it were whole.
 //!
-//! An HTTP/1.1 `Upgrade` request (WebSocket) is passed on over a connection of its own;
-//! on the upstream's `101` both sides become one byte tunnel (the client's side from
-//! hyper's `upgrade::on` on plaintext connections, or with feature `tunnel` from fibr's own
-//! HTTP/1.1, as over TLS). A WebSocket over HTTP/2 or HTTP/3 (extended CONNECT) goes
-//! upstream as the same HTTP/1.1 upgrade, its stream joined to the upstream's socket.
+//! An HTTP/1.1 `Upgrade` request (WebSocket), or a WebSocket over HTTP/2 or HTTP/3
+//! (extended CONNECT, RFC 8441 and RFC 9220), is passed on to an upstream, and once it
+//! accepted both sides become one byte tunnel (the client's side from hyper's
+//! `upgrade::on` on plaintext connections, with feature `tunnel` from fibr's own HTTP/1.1,
+//! as over TLS, or the client's stream). Upstream it goes as an HTTP/1.1 upgrade on a
+//! connection of its own to `http://` and `h2c://` upstreams, as an extended CONNECT on
+//! the pooled HTTP/2 connection to an `https://` upstream that allows it (else as an
+//! HTTP/1.1 upgrade over TLS), and as an extended CONNECT over HTTP/3 to `h3://` ones;
+//! the client gets the answer its own protocol expects (`101`, or `200`).
 
 mod body;
 mod config;
 mod extended;
 mod headers;
 mod idle;
+mod open;
+mod splice;
 mod tunnel;
 mod upstreams;
 
@@ -86,6 +92,9 @@ struct Shared {
     https: Client<crate::client::HttpsConnector>,
     #[cfg(feature = "http3")]
     h3: Client<crate::client::HttpsConnector>,
+    /// TLS for an upgrade over a connection of its own (`https://`): ALPN `http/1.1`.
+    #[cfg(feature = "tls")]
+    upgrade_tls: Arc<crate::tls::rustls::ClientConfig>,
 }
 
 impl Gateway {
@@ -109,6 +118,16 @@ impl Gateway {
         if let Some(tls) = &config.tls {
             builder.tls_config(tls.clone());
         }
+        #[cfg(feature = "tls")]
+        let upgrade_tls = {
+            let base = config
+                .tls
+                .clone()
+                .unwrap_or_else(crate::tls::default_client_config);
+            let mut tls = Arc::unwrap_or_clone(base);
+            tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Arc::new(tls)
+        };
         let http1 = builder.clone().http1_only(true).build();
         #[cfg(feature = "tls")]
         let https = builder.build_https();
@@ -131,6 +150,8 @@ impl Gateway {
                 https,
                 #[cfg(feature = "http3")]
                 h3,
+                #[cfg(feature = "tls")]
+                upgrade_tls,
             }),
         })
     }
@@ -289,14 +310,27 @@ impl Shared {
         T: Body + Send + 'static,
         T::Error: Into<BoxError>,
     {
-        let upstream = up.upstream();
-        let uri = upstream
-            .uri(&head.path_and_query)
-            .map_err(|e| Failure::Client(Error::new(ErrorKind::InvalidUri, e)))?;
         let mut req = Request::new(body);
         *req.method_mut() = head.method.clone();
-        *req.uri_mut() = uri;
         *req.headers_mut() = head.headers.clone();
+        self.send_request(up, &head.path_and_query, req).await
+    }
+
+    /// `req` (its URI to be set) to `up`'s `path_and_query`, under the first-byte timeout.
+    async fn send_request<T>(
+        &self,
+        up: &InFlight,
+        path_and_query: &str,
+        mut req: Request<T>,
+    ) -> Result<Response<ResponseBody>, Failure>
+    where
+        T: Body + Send + 'static,
+        T::Error: Into<BoxError>,
+    {
+        let upstream = up.upstream();
+        *req.uri_mut() = upstream
+            .uri(path_and_query)
+            .map_err(|e| Failure::Client(Error::new(ErrorKind::InvalidUri, e)))?;
         match upstream.speaks() {
             Speaks::Http1 => self.timed(&self.http1, req).await,
             Speaks::H2c => self.timed(&self.h2c, req).await,
@@ -331,12 +365,18 @@ impl Shared {
     /// The upstream's response as the client gets it.
     fn respond(&self, res: Response<ResponseBody>, up: InFlight) -> Response<GatewayBody> {
         let (mut parts, body) = res.into_parts();
+        self.clean(&mut parts);
+        let body = GatewayBody::upstream(body, self.config.idle_timeout, up);
+        Response::from_parts(parts, body)
+    }
+
+    /// An upstream's response head as the client gets it: hop-by-hop fields out, `Via`
+    /// in.
+    fn clean(&self, parts: &mut http::response::Parts) {
         strip_hop_by_hop(&mut parts.headers);
         if self.config.via {
             add_via(&mut parts.headers, parts.version);
         }
-        let body = GatewayBody::upstream(body, self.config.idle_timeout, up);
-        Response::from_parts(parts, body)
     }
 }
 

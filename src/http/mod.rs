@@ -29,7 +29,7 @@ pub(crate) mod file;
 #[cfg(feature = "http3")]
 pub(crate) mod http3;
 mod panic;
-#[cfg(feature = "tunnel")]
+#[cfg(any(feature = "tunnel", feature = "client"))]
 pub(crate) mod pipe;
 pub(crate) mod pump;
 mod serve;

@@ -6,15 +6,20 @@
 //!
 //! The driver polls the body only while the stream's window is open, so a writer fills
 //! the queue up to its bound and then waits: writes are paced by flow control.
+//!
+//! The same two halves serve the client's side of a stream (a tunnel through an HTTP/2
+//! proxy, the gateway's WebSocket to an HTTP/2 or HTTP/3 upstream): the queue's
+//! `UpgradeBody` is then the request body and the response body the input. [`StreamPipe`]
+//! joins the two as one byte stream, whichever side holds it.
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
+use std::task::{ready, Context, Poll, Waker};
 
 /// Wakes outside the stream's lock (a waker may run its task's poll at once).
 fn wake(w: Option<Waker>) {
@@ -87,6 +92,7 @@ impl StreamIo {
     }
 
     /// Drops what is queued and makes the body fail: the driver resets the stream.
+    #[cfg_attr(not(feature = "tunnel"), allow(dead_code))]
     pub(crate) fn abort(&self) {
         let (body, input) = {
             let mut st = self.lock();
@@ -174,6 +180,7 @@ impl std::error::Error for TunnelAborted {}
 
 impl TunnelAborted {
     /// Whether a failed body's error is (or wraps, as axum's body does) an aborted tunnel.
+    #[cfg_attr(not(feature = "tunnel"), allow(dead_code))]
     pub(crate) fn caused(err: &(dyn std::error::Error + 'static)) -> bool {
         let mut cause = Some(err);
         while let Some(e) = cause {
@@ -277,6 +284,164 @@ impl Drop for UpgradeBody {
     }
 }
 
+/// Hands `put` what is left of `pending`, or else the next chunk `next` yields; returns
+/// what `put` took, `Ok(0)` at the end of the input. Readers of chunked input (a stream's
+/// DATA, a connection's reads) into a caller's buffer share it.
+pub(crate) fn read_chunks(
+    pending: &mut Bytes,
+    mut next: impl FnMut() -> Poll<io::Result<Option<Bytes>>>,
+    put: impl FnOnce(&[u8]) -> usize,
+) -> Poll<io::Result<usize>> {
+    while pending.is_empty() {
+        match ready!(next())? {
+            Some(data) => *pending = data,
+            None => return Poll::Ready(Ok(0)),
+        }
+    }
+    let n = put(pending).min(pending.len());
+    pending.advance(n);
+    Poll::Ready(Ok(n))
+}
+
+/// Copies the front of `data` into `buf`; how much.
+#[cfg_attr(not(feature = "tunnel"), allow(dead_code))]
+pub(crate) fn copy_into(buf: &mut [u8], data: &[u8]) -> usize {
+    let n = buf.len().min(data.len());
+    buf[..n].copy_from_slice(&data[..n]);
+    n
+}
+
+/// Copies the front of `data` into hyper's `buf`; how much.
+#[cfg(feature = "hyper")]
+pub(crate) fn put_cursor(buf: &mut hyper::rt::ReadBufCursor<'_>, data: &[u8]) -> usize {
+    let n = buf.remaining().min(data.len());
+    buf.put_slice(&data[..n]);
+    n
+}
+
+/// A stream as one byte stream: its input body read, its output queued (`output`'s
+/// [`UpgradeBody`] is the other body of the exchange). Reads end (`Ok(0)`) with the
+/// input; a failed input (the stream reset) is `ConnectionReset`. Dropped, the output
+/// ends as [`StreamPipe::shutdown`] ends it.
+pub(crate) struct StreamPipe<B> {
+    input: B,
+    output: Arc<StreamIo>,
+    /// Read from the input and not yet handed out.
+    pending: Bytes,
+}
+
+impl<B> StreamPipe<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    pub(crate) fn new(input: B, output: Arc<StreamIo>) -> StreamPipe<B> {
+        StreamPipe {
+            input,
+            output,
+            pending: Bytes::new(),
+        }
+    }
+
+    /// Hands what was read to `put`, reading the input's next DATA when nothing is left.
+    pub(crate) fn poll_put(
+        &mut self,
+        cx: &mut Context<'_>,
+        put: impl FnOnce(&[u8]) -> usize,
+    ) -> Poll<io::Result<usize>> {
+        let input = &mut self.input;
+        let next = || {
+            Poll::Ready(match ready!(Pin::new(&mut *input).poll_frame(cx)) {
+                None => Ok(None),
+                Some(Err(e)) => Err(io::Error::new(io::ErrorKind::ConnectionReset, e)),
+                // Trailers carry nothing for a byte stream.
+                Some(Ok(frame)) => Ok(Some(frame.into_data().unwrap_or_default())),
+            })
+        };
+        read_chunks(&mut self.pending, next, put)
+    }
+
+    /// Reads into `buf`; `Ok(0)` is the end of the peer's side.
+    #[cfg_attr(not(feature = "tunnel"), allow(dead_code))]
+    pub(crate) fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_put(cx, |data| copy_into(buf, data))
+    }
+
+    /// Queues all of `data` once the output is under its bound (the driver sends it as
+    /// the stream's window allows); `BrokenPipe` once the stream is gone.
+    pub(crate) fn poll_write(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        match ready!(self.output.poll_room(cx)) {
+            false => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+            true => Poll::Ready(self.output.send(data).map(|()| data.len())),
+        }
+    }
+}
+
+impl<B> StreamPipe<B> {
+    /// Ends our side (END_STREAM) once what is queued is sent. Reading goes on.
+    pub(crate) fn shutdown(&self) {
+        self.output.close();
+    }
+
+    /// Resets the stream: what is queued is dropped and the peer sees an error.
+    #[cfg_attr(not(feature = "tunnel"), allow(dead_code))]
+    pub(crate) fn abort(&self) {
+        self.output.abort();
+    }
+}
+
+impl<B> Drop for StreamPipe<B> {
+    fn drop(&mut self) {
+        self.output.close();
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl<B> hyper::rt::Read for StreamPipe<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.get_mut()
+            .poll_put(cx, |data| put_cursor(&mut buf, data))
+            .map_ok(drop)
+    }
+}
+
+#[cfg(feature = "hyper")]
+impl<B> hyper::rt::Write for StreamPipe<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        StreamPipe::poll_write(&self, cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // What is queued goes as the window allows; nothing waits for a flush.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.shutdown();
+        Poll::Ready(Ok(()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,6 +514,62 @@ mod tests {
         }
         assert!(TunnelAborted::caused(&Wrapped(e)));
         assert!(!TunnelAborted::caused(&io::Error::other("other")));
+    }
+
+    /// A body of the given frames, then its end.
+    struct Frames(std::collections::VecDeque<Result<Frame<Bytes>, io::Error>>);
+
+    impl Body for Frames {
+        type Data = Bytes;
+        type Error = io::Error;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+            Poll::Ready(self.0.pop_front())
+        }
+    }
+
+    /// Reads cross the input's DATA frames in pieces of any size, skip trailers, and end
+    /// with the input; a failed input is a reset; writes go out through the output's body,
+    /// and a shutdown ends it.
+    #[test]
+    fn a_stream_pipe_reads_its_input_and_writes_its_output() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let input = Frames(
+            [
+                Ok(Frame::data(Bytes::from_static(b"hello"))),
+                Ok(Frame::trailers(http::HeaderMap::new())),
+                Ok(Frame::data(Bytes::from_static(b" world"))),
+            ]
+            .into(),
+        );
+        let io = StreamIo::new(8);
+        let mut body = UpgradeBody::stream(io.clone(), None);
+        let mut pipe = StreamPipe::new(input, io);
+        let mut buf = [0u8; 3];
+        let mut got = Vec::new();
+        while let Poll::Ready(Ok(n @ 1..)) = pipe.poll_read(&mut cx, &mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, b"hello world");
+        assert_eq!(
+            pipe.poll_write(&mut cx, b"back").map(|r| r.ok()),
+            Poll::Ready(Some(4))
+        );
+        pipe.shutdown();
+        let Poll::Ready(Some(Ok(f))) = poll_body(&mut body) else {
+            panic!("the write")
+        };
+        assert_eq!(f.into_data().unwrap(), &b"back"[..]);
+        assert!(matches!(poll_body(&mut body), Poll::Ready(None)));
+
+        let failing = Frames([Err(io::Error::other("reset"))].into());
+        let mut pipe = StreamPipe::new(failing, StreamIo::new(8));
+        let Poll::Ready(Err(e)) = pipe.poll_read(&mut cx, &mut buf) else {
+            panic!("a failed input")
+        };
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset);
     }
 
     /// The driver dropping the body (a reset stream) fails later writes.

@@ -156,7 +156,7 @@ impl Origins {
 }
 
 /// Closes `c` with a RST (SO_LINGER 0).
-fn reset(c: TcpStream) {
+pub fn reset(c: TcpStream) {
     use std::os::fd::AsRawFd;
     let linger = libc::linger {
         l_onoff: 1,

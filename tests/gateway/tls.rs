@@ -82,7 +82,16 @@ fn clients_over_https_and_h3() {
 /// A gateway to `upstream` served over TLS (h2 and HTTP/1.1 by ALPN) and HTTP/3 on the
 /// same port, with a certificate for `localhost` from `pki`.
 fn tls_gateway(pki: &Pki, upstream: fibr::gateway::Upstream) -> std::net::SocketAddr {
-    let gw = Gateway::new([upstream], Config::default()).unwrap();
+    tls_gateway_with(pki, upstream, Config::default())
+}
+
+/// [`tls_gateway`] with `config`.
+pub(super) fn tls_gateway_with(
+    pki: &Pki,
+    upstream: fibr::gateway::Upstream,
+    config: Config,
+) -> std::net::SocketAddr {
+    let gw = Gateway::new([upstream], config).unwrap();
     let app = Router::new().fallback_service(gw);
     let tls = Arc::new(pki.server_config(&pki.server(&["localhost"])));
     (0..100)
@@ -131,10 +140,7 @@ fn websocket_over_h3_extended_connect() {
 
 /// A GET over HTTP/3 (fibr's client, trusting `pki`'s CA): the body as text.
 pub(super) fn h3_get(pki: &Pki, url: &str) -> String {
-    let client = Client::builder()
-        .tls_config(Arc::new(pki.client_config()))
-        .http3_prior_knowledge()
-        .build_https();
+    let client = h3_client(pki);
     let url = url.to_owned();
     let body = fibr::run(async move {
         let res = client.get(url).await.unwrap();
@@ -144,34 +150,19 @@ pub(super) fn h3_get(pki: &Pki, url: &str) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// fibr's WebSocket client over HTTP/3 against a gateway at `url` in front of an echo:
-/// messages larger than a stream's windows both ways, and a clean close.
+/// fibr's WebSocket client over HTTP/3 against a gateway at `url` in front of an
+/// HTTP/1.1 echo (`super::ws::fibr_echo`).
 #[cfg(feature = "ws")]
 pub(super) fn h3_websocket_echo(pki: &Pki, url: &str) {
-    use fibr::ws::{Connector, Message};
-    let client = Client::builder()
+    let res = super::ws::fibr_echo(&h3_client(pki), url);
+    assert_eq!(res.version(), Version::HTTP_3);
+    assert_eq!(res.headers()["via"], "1.1 fibr");
+}
+
+/// fibr's client over HTTP/3 only, trusting `pki`'s CA.
+pub(super) fn h3_client(pki: &Pki) -> Client<fibr::client::HttpsConnector> {
+    Client::builder()
         .tls_config(Arc::new(pki.client_config()))
         .http3_prior_knowledge()
-        .build_https();
-    let url = url.to_owned();
-    fibr::run(async move {
-        let (mut ws, res) = Connector::new()
-            .connect_over_http2(&client, &url)
-            .await
-            .expect("a WebSocket over HTTP/3 through the gateway");
-        assert_eq!(res.version(), Version::HTTP_3);
-        assert_eq!(res.status(), 200);
-        assert_eq!(res.headers()["via"], "1.1 fibr");
-        let text = "fibr ".repeat(10_000);
-        ws.send(Message::text(text.clone())).await.unwrap();
-        assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text(text));
-        // Larger than a stream's windows, both ways.
-        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-        ws.send(Message::binary(big.clone())).await.unwrap();
-        assert_eq!(ws.recv().await.unwrap().unwrap(), Message::binary(big));
-        ws.close(None).await.unwrap();
-        while let Some(m) = ws.recv().await {
-            m.expect("a clean close");
-        }
-    });
+        .build_https()
 }

@@ -35,11 +35,12 @@ pub(super) fn echo_app() -> Router {
 /// Python's `websockets` against `url`, twice: text and binary messages (larger than a
 /// tunnel's buffer), and a clean close (1000: the close handshake went both ways).
 pub(super) fn python_echo(url: &str) {
-    python_echo_over(url, None)
+    python_echo_over(url, None);
 }
 
-/// [`python_echo`], trusting the CA in the PEM file `ca` (for `wss://`).
-pub(super) fn python_echo_over(url: &str, ca: Option<&std::path::Path>) {
+/// [`python_echo`], trusting the CA in the PEM file `ca` (for `wss://`); the answer's
+/// `Via` and `Sec-WebSocket-Extensions` (`-` for none).
+pub(super) fn python_echo_over(url: &str, ca: Option<&std::path::Path>) -> (String, String) {
     require_python("websockets");
     let script = r#"
 import asyncio, ssl, sys, websockets
@@ -51,7 +52,8 @@ async def main(url, ca):
                 await ws.send(msg)
                 assert await ws.recv() == msg
         assert ws.close_code == 1000, ws.close_code
-    print("ok")
+    h = ws.response.headers
+    print("ok", h.get("via", "-"), h.get("sec-websocket-extensions", "-"), sep="|")
 asyncio.run(main(sys.argv[1], sys.argv[2]))
 "#;
     let ca = ca.map_or(String::new(), |p| p.display().to_string());
@@ -65,6 +67,12 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let line = String::from_utf8_lossy(&out.stdout);
+    let mut seen = line.trim().split('|').skip(1).map(str::to_owned);
+    (
+        seen.next().unwrap_or_default(),
+        seen.next().unwrap_or_default(),
+    )
 }
 
 fn ws_url(addr: SocketAddr) -> String {
@@ -84,21 +92,24 @@ fn websocket_passes_through_to_axum_serve_and_to_fibr() {
     });
 }
 
+/// curl's arguments for a WebSocket upgrade request.
+pub(super) const UPGRADE: [&str; 8] = [
+    "-H",
+    "Connection: Upgrade",
+    "-H",
+    "Upgrade: websocket",
+    "-H",
+    "Sec-WebSocket-Version: 13",
+    "-H",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+];
+
 #[test]
 fn a_refused_upgrade_comes_back_as_the_upstreams_answer() {
     bounded(LIMIT, || {
         let (axum_up, _rt) = axum_upstream_of(echo_app());
         let gw = gateway(vec![http(axum_up)], Config::default());
-        let upgrade = [
-            "-H",
-            "Connection: Upgrade",
-            "-H",
-            "Upgrade: websocket",
-            "-H",
-            "Sec-WebSocket-Version: 13",
-            "-H",
-            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-        ];
+        let upgrade = UPGRADE;
         let mut args = upgrade.to_vec();
         let missing = url(gw, "/missing");
         args.push(&missing);
@@ -114,13 +125,14 @@ fn a_refused_upgrade_comes_back_as_the_upstreams_answer() {
     });
 }
 
-/// fibr's WebSocket echo, with permessage-deflate.
+/// fibr's WebSocket echo, with permessage-deflate, over HTTP/1.1 (`GET`) and HTTP/2 and
+/// HTTP/3 (extended `CONNECT`).
 #[cfg(feature = "ws")]
-fn fibr_ws_app() -> Router {
+pub(super) fn fibr_ws_app() -> Router {
     use fibr::ws::{DeflateConfig, Message, WebSocketUpgrade};
     Router::new().route(
         "/ws",
-        get(|ws: WebSocketUpgrade| async move {
+        axum::routing::any(|ws: WebSocketUpgrade| async move {
             ws.deflate(DeflateConfig::default())
                 .on_upgrade(|mut socket| async move {
                     while let Some(Ok(msg)) = socket.recv().await {
@@ -140,42 +152,54 @@ fn fibr_ws_app() -> Router {
 #[cfg(feature = "ws")]
 #[test]
 fn websocket_over_h2_extended_connect_to_http1_upstreams() {
-    use fibr::ws::{Connector, DeflateConfig, Message};
     bounded(LIMIT, || {
         let fibr_up = start(fibr_ws_app(), ServerConfig::default());
         let (axum_up, _rt) = axum_upstream_of(echo_app());
         for (upstream, deflate) in [(fibr_up, true), (axum_up, false)] {
             let gw = gateway(vec![http(upstream)], Config::default());
-            fibr::run(async move {
-                let client = fibr::client::Client::builder()
-                    .http2_prior_knowledge()
-                    .build();
-                let connector = Connector::new().config(fibr::ws::Config {
-                    deflate: Some(DeflateConfig::default()),
-                    ..fibr::ws::Config::default()
-                });
-                let url = format!("ws://{gw}/ws");
-                let (mut ws, res) = connector
-                    .connect_over_http2(&client, &url)
-                    .await
-                    .expect("a WebSocket over HTTP/2 through the gateway");
-                assert_eq!(res.status(), 200);
-                let agreed = res.headers().contains_key("sec-websocket-extensions");
-                assert_eq!(agreed, deflate, "{:?}", res.headers());
-                let text = "fibr ".repeat(10_000);
-                ws.send(Message::text(text.clone())).await.unwrap();
-                assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text(text));
-                // Larger than a stream's window: flow control both ways.
-                let big = vec![7u8; 300_000];
-                ws.send(Message::binary(big.clone())).await.unwrap();
-                assert_eq!(ws.recv().await.unwrap().unwrap(), Message::binary(big));
-                ws.close(None).await.unwrap();
-                while let Some(m) = ws.recv().await {
-                    m.expect("a clean close");
-                }
-            });
+            let client = fibr::client::Client::builder()
+                .http2_prior_knowledge()
+                .build();
+            let res = fibr_echo(&client, &format!("ws://{gw}/ws"));
+            let agreed = res.headers().contains_key("sec-websocket-extensions");
+            assert_eq!(agreed, deflate, "{:?}", res.headers());
         }
     });
+}
+
+/// fibr's WebSocket client (offering permessage-deflate) on a stream of `client`'s HTTP/2
+/// or HTTP/3 connection to `url`: a text message and a binary one larger than a stream's
+/// windows (flow control both ways) echoed byte for byte, and a clean close. The
+/// answer's head.
+#[cfg(feature = "ws")]
+pub(super) fn fibr_echo<C: fibr::client::Connector>(
+    client: &fibr::client::Client<C>,
+    url: &str,
+) -> http::Response<()> {
+    use fibr::ws::{Connector, DeflateConfig, Message};
+    let (client, url) = (client.clone(), url.to_owned());
+    fibr::run(async move {
+        let connector = Connector::new().config(fibr::ws::Config {
+            deflate: Some(DeflateConfig::default()),
+            ..fibr::ws::Config::default()
+        });
+        let (mut ws, res) = connector
+            .connect_over_http2(&client, &url)
+            .await
+            .expect("a WebSocket over HTTP/2 or HTTP/3 through the gateway");
+        assert_eq!(res.status(), 200);
+        let text = "fibr ".repeat(10_000);
+        ws.send(Message::text(text.clone())).await.unwrap();
+        assert_eq!(ws.recv().await.unwrap().unwrap(), Message::text(text));
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        ws.send(Message::binary(big.clone())).await.unwrap();
+        assert_eq!(ws.recv().await.unwrap().unwrap(), Message::binary(big));
+        ws.close(None).await.unwrap();
+        while let Some(m) = ws.recv().await {
+            m.expect("a clean close");
+        }
+        res
+    })
 }
 
 /// A tunnel where nothing moves for the tunnel's idle timeout is closed; one that keeps

@@ -11,7 +11,7 @@ mod upload;
 
 use super::body::{ReqBody, ResponseBody, StreamBody};
 use super::connect::{Connection, Key};
-use super::error::{Error, ErrorKind, Failure};
+use super::error::{Error, ErrorKind, Failure, NoExtendedConnect};
 use crate::proto::h2::client::{ClientConfig, ClientConn, Event, RequestHead, ResponseHead, Why};
 use crate::proto::h2::frame::ErrorCode;
 use bytes::Bytes;
@@ -515,8 +515,10 @@ impl<Io: Connection> Driver<Io> {
         if protocol.is_some() && self.machine.extended_connect() != Some(true) {
             slot.fail(Failure::NotSent(Error::new(
                 ErrorKind::Other,
-                "the server does not allow extended CONNECT (RFC 8441's \
-                 SETTINGS_ENABLE_CONNECT_PROTOCOL)",
+                NoExtendedConnect(
+                    "the server does not allow extended CONNECT (RFC 8441's \
+                     SETTINGS_ENABLE_CONNECT_PROTOCOL)",
+                ),
             )));
             return;
         }

@@ -5,24 +5,35 @@
 //!   (`GET http://host/path`), as curl and reqwest do, unless [`Proxy::http_tunnel`]
 //!   asks for a tunnel for them too. Credentials in the URL (or [`Proxy::basic_auth`])
 //!   go as `Proxy-Authorization: Basic`.
+//! - `https://` proxies (feature `tls`): TLS to the proxy (its certificate checked against
+//!   [`Proxy::tls_config`]'s roots, else the client's), then a `CONNECT` for every target,
+//!   over HTTP/2 when the proxy's ALPN picks `h2` (RFC 9113 §8.5: one stream per tunnel,
+//!   many tunnels on one connection, each paced by its stream's flow control), else over
+//!   HTTP/1.1. [`Proxy::http2_prior_knowledge`] makes an `http://` proxy an HTTP/2 one
+//!   too (h2c), and an `https://` one offer `h2` alone.
 //! - `socks5://` (names resolved here), `socks5h://` (the proxy resolves them), with
 //!   RFC 1929 username/password; `socks4://` (resolved here, IPv4 only) and `socks4a://`
 //!   (the proxy resolves), the user name going as the SOCKS4 user id.
 //!
 //! The handshakes are sans-IO machines: SOCKS in `proto::socks::client`, `CONNECT` in
-//! `http_connect.rs`; `crate::dial`'s handshake driver runs them. The proxy's answer is a
-//! typed error with a kind of its own: [`ErrorKind::ProxyAuth`] for credentials wanted or
-//! refused, [`ErrorKind::ConnectRefused`] for a target the SOCKS proxy found refusing,
-//! [`ErrorKind::Proxy`] for every other refusal or garbage, and
-//! [`ErrorKind::ConnectTimeout`] past [`Proxy::handshake_timeout`].
+//! `http_connect.rs` (and HTTP/2's in `proto::h2::client`, run by the client's HTTP/2
+//! connections); `crate::dial`'s handshake driver runs the first two. TLS and HTTP/2 are
+//! the client's, above this module: the client's builder lends them (`secure.rs`'s
+//! `Secure`, `client/proxied.rs`). The proxy's answer is a typed error with a kind of its
+//! own: [`ErrorKind::ProxyAuth`] for credentials wanted or refused,
+//! [`ErrorKind::ConnectRefused`] for a target the SOCKS proxy found refusing,
+//! [`ErrorKind::Proxy`] for every other refusal or garbage (an HTTP/2 proxy's non-2xx
+//! answer, or its reset of the stream), and [`ErrorKind::ConnectTimeout`] past
+//! [`Proxy::handshake_timeout`].
 
 mod env;
 mod http_connect;
 mod no_proxy;
+mod secure;
 
 use super::error::{Error, ErrorKind};
 use super::resolve::resolve;
-use crate::dial::{drive, Failed};
+use crate::dial::{drive, Failed, HandshakeIo};
 use crate::engine::net::TcpStream;
 use crate::proto::h1::client::ResponseLimits;
 use crate::proto::socks::client::{Socks4, Socks5};
@@ -32,6 +43,8 @@ use base64::Engine as _;
 use http::{HeaderValue, Uri};
 use http_connect::{ConnectError, HttpConnect};
 use no_proxy::NoProxy;
+pub use secure::ProxyTunnel;
+pub(crate) use secure::{Opened, Secure};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -56,10 +69,20 @@ pub struct Proxy {
     no_proxy: Option<NoProxy>,
     http_tunnel: bool,
     handshake_timeout: Duration,
+    /// HTTP/2 from the first byte (h2c; over TLS, `h2` the only protocol offered).
+    http2_prior_knowledge: bool,
+    /// Bytes a tunnel over HTTP/2 queues before its writes wait for the stream's window.
+    tunnel_buffer: usize,
+    /// The roots the proxy's certificate is checked against (else the client's).
+    #[cfg(feature = "tls")]
+    tls: Option<Arc<crate::tls::rustls::ClientConfig>>,
 }
 
 /// How long a proxy's handshake may take by default, once connected to it.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a tunnel over an HTTP/2 proxy queues by default before its writes wait.
+const TUNNEL_BUFFER: usize = 64 * 1024;
 
 /// Which targets a proxy takes, by their scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +95,8 @@ enum Schemes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Http,
+    /// HTTP over TLS to the proxy.
+    Https,
     Socks4,
     Socks4a,
     Socks5,
@@ -79,9 +104,14 @@ enum Kind {
 }
 
 impl Kind {
+    fn is_http(self) -> bool {
+        matches!(self, Kind::Http | Kind::Https)
+    }
+
     fn scheme(self) -> &'static str {
         match self {
             Kind::Http => "http",
+            Kind::Https => "https",
             Kind::Socks4 => "socks4",
             Kind::Socks4a => "socks4a",
             Kind::Socks5 => "socks5",
@@ -91,7 +121,7 @@ impl Kind {
 }
 
 /// Where a proxy is and how to speak to it.
-struct Endpoint {
+pub(crate) struct Endpoint {
     kind: Kind,
     /// As in a URI: an IPv6 address in brackets.
     host: String,
@@ -118,16 +148,18 @@ impl Endpoint {
             Some("socks4a") => Kind::Socks4a,
             Some("socks5") => Kind::Socks5,
             Some("socks5h") => Kind::Socks5h,
+            #[cfg(feature = "tls")]
+            Some("https") => Kind::Https,
+            #[cfg(not(feature = "tls"))]
             Some("https") => {
                 return Err(format!(
-                    "proxy URL {url:?}: TLS to the proxy (https://) is not supported; \
-                     http://, socks4://, socks4a://, socks5:// and socks5h:// are"
+                    "proxy URL {url:?}: TLS to the proxy (https://) needs fibr's `tls` feature"
                 ))
             }
             other => {
                 return Err(format!(
-                    "proxy URL {url:?}: scheme {other:?} is none of http, socks4, socks4a, \
-                     socks5, socks5h"
+                    "proxy URL {url:?}: scheme {other:?} is none of http, https, socks4, \
+                     socks4a, socks5, socks5h"
                 ))
             }
         };
@@ -146,6 +178,7 @@ impl Endpoint {
                 return Err(format!("proxy URL {url:?}: bad port"))
             }
             None if kind == Kind::Http => 80,
+            None if kind == Kind::Https => 443,
             None => 1080,
         };
         let credentials = match userinfo {
@@ -170,7 +203,7 @@ impl Endpoint {
     fn new(kind: Kind, host: String, port: u16, credentials: Option<(String, String)>) -> Endpoint {
         let authorization = credentials
             .as_ref()
-            .filter(|_| kind == Kind::Http)
+            .filter(|_| kind.is_http())
             .and_then(|(user, password)| {
                 let token =
                     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -190,7 +223,7 @@ impl Endpoint {
     }
 
     /// A TCP connection to the proxy itself.
-    async fn connect(&self) -> Result<TcpStream, Error> {
+    pub(crate) async fn connect(&self) -> Result<TcpStream, Error> {
         let addrs = resolve(&self.host, self.port).await?;
         let mut last = None;
         for a in addrs {
@@ -219,17 +252,10 @@ impl Endpoint {
             .as_ref()
             .map(|(u, p)| (u.as_str(), p.as_str()));
         match self.kind {
-            Kind::Http => {
+            Kind::Http | Kind::Https => {
                 let authority = format!("{host}:{port}");
                 let m = HttpConnect::new(&authority, self.authorization.as_ref(), limits);
-                self.handshake(m, within, |e: &ConnectError| {
-                    if e.is_auth() {
-                        ErrorKind::ProxyAuth
-                    } else {
-                        ErrorKind::Proxy
-                    }
-                })
-                .await
+                self.handshake(m, within, connect_kind).await
             }
             Kind::Socks5 | Kind::Socks5h => {
                 let target = self.target(host, port).await?;
@@ -279,20 +305,93 @@ impl Endpoint {
         H::Error: std::error::Error + Send + Sync + 'static,
     {
         let stream = self.connect().await?;
-        let Ok(done) = crate::engine::time::timeout(within, drive(&stream, machine)).await else {
+        let Ok(done) =
+            crate::engine::time::timeout(within, self.run(&stream, machine, kind_of)).await
+        else {
             return Err(Error::new(
                 ErrorKind::ConnectTimeout,
                 format!("the proxy {self} did not finish its handshake within {within:?}"),
             ));
         };
-        match done {
-            Ok(()) => Ok(stream),
+        done.map(|()| stream)
+    }
+
+    /// Runs `machine` on `stream` (connected to the proxy); its errors are classed by
+    /// `kind_of`.
+    async fn run<S, H>(
+        &self,
+        stream: S,
+        machine: H,
+        kind_of: fn(&H::Error) -> ErrorKind,
+    ) -> Result<(), Error>
+    where
+        S: HandshakeIo,
+        H: ClientHandshake,
+        H::Error: std::error::Error + Send + Sync + 'static,
+    {
+        match drive(stream, machine).await {
+            Ok(()) => Ok(()),
             Err(Failed::Proxy(e)) => Err(Error::new(kind_of(&e), e)),
             Err(Failed::Io(e)) => Err(Error::new(
                 ErrorKind::Proxy,
                 format!("the proxy {self} during its handshake: {e}"),
             )),
         }
+    }
+
+    /// An HTTP/1.1 `CONNECT` to `authority` on `stream`, a connection to this proxy (TLS,
+    /// for an `https://` proxy whose ALPN did not pick `h2`).
+    pub(crate) async fn connect_over<S: HandshakeIo>(
+        &self,
+        stream: S,
+        authority: &str,
+        limits: ResponseLimits,
+    ) -> Result<(), Error> {
+        let m = HttpConnect::new(authority, self.authorization.as_ref(), limits);
+        self.run(stream, m, connect_kind).await
+    }
+
+    /// The proxy's host, as in a URI (an IPv6 address in brackets).
+    pub(crate) fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The `Proxy-Authorization` an HTTP proxy's requests carry.
+    pub(crate) fn authorization(&self) -> Option<&HeaderValue> {
+        self.authorization.as_ref()
+    }
+
+    /// Whether the proxy is spoken to over TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.kind == Kind::Https
+    }
+
+    /// The proxy's `host:port` (what its shared HTTP/2 connection is known by).
+    pub(crate) fn authority(&self) -> Result<http::uri::Authority, Error> {
+        format!("{}:{}", self.host, self.port)
+            .parse()
+            .map_err(|e| Error::new(ErrorKind::InvalidUri, e))
+    }
+}
+
+impl Endpoint {
+    /// The error for this HTTP proxy's non-2xx answer to a `CONNECT` (over HTTP/2: its
+    /// status the same as over HTTP/1.1).
+    pub(crate) fn refusal(&self, status: http::StatusCode) -> Error {
+        let e = ConnectError::Status {
+            status,
+            sent_credentials: self.authorization.is_some(),
+        };
+        Error::new(connect_kind(&e), e)
+    }
+}
+
+/// An HTTP `CONNECT`'s refusal: credentials wanted or refused, or anything else.
+fn connect_kind(e: &ConnectError) -> ErrorKind {
+    if e.is_auth() {
+        ErrorKind::ProxyAuth
+    } else {
+        ErrorKind::Proxy
     }
 }
 
@@ -320,18 +419,27 @@ impl fmt::Display for Endpoint {
 impl Proxy {
     fn new(url: &str, schemes: Schemes) -> Result<Proxy, Error> {
         let endpoint = Endpoint::parse(url).map_err(|e| Error::new(ErrorKind::InvalidUri, e))?;
-        Ok(Proxy {
-            endpoint: Ok(Arc::new(endpoint)),
+        Ok(Proxy::with_endpoint(Ok(Arc::new(endpoint)), schemes))
+    }
+
+    fn with_endpoint(endpoint: Result<Arc<Endpoint>, Arc<str>>, schemes: Schemes) -> Proxy {
+        Proxy {
+            endpoint,
             schemes,
             no_proxy: None,
             http_tunnel: false,
             handshake_timeout: HANDSHAKE_TIMEOUT,
-        })
+            http2_prior_knowledge: false,
+            tunnel_buffer: TUNNEL_BUFFER,
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
     }
 
     /// A proxy for `http://` targets. `url` is `scheme://[user:password@]host[:port]`
-    /// with scheme `http` (port 80 by default), `socks4`, `socks4a`, `socks5` or
-    /// `socks5h` (port 1080 by default); without a scheme it is `http`.
+    /// with scheme `http` (port 80 by default), `https` (feature `tls`; port 443),
+    /// `socks4`, `socks4a`, `socks5` or `socks5h` (port 1080 by default); without a
+    /// scheme it is `http`.
     pub fn http(url: &str) -> Result<Proxy, Error> {
         Proxy::new(url, Schemes::Http)
     }
@@ -393,26 +501,78 @@ impl Proxy {
     /// How long the proxy may take to answer its handshake (SOCKS replies, the `CONNECT`
     /// response), from the moment the connection to it is made (default 30 s); past it
     /// the request fails with [`ErrorKind::ConnectTimeout`], so a proxy that accepts and
-    /// never answers does not hang it. The client's connect timeout, when set, covers the
-    /// whole of it too.
+    /// never answers does not hang it. For an `https://` or HTTP/2 proxy it covers the
+    /// whole way to an open tunnel: connecting, TLS, and the `CONNECT` (or its stream on
+    /// a shared connection). The client's connect timeout, when set, covers the whole of
+    /// it too.
     #[must_use]
     pub fn handshake_timeout(mut self, within: Duration) -> Proxy {
         self.handshake_timeout = within;
         self
     }
 
-    /// A proxy from the environment that cannot be used: it fails what it would take.
-    fn unusable(schemes: Schemes, why: String) -> Proxy {
-        Proxy {
-            endpoint: Err(why.into()),
-            schemes,
-            no_proxy: None,
-            http_tunnel: false,
-            handshake_timeout: HANDSHAKE_TIMEOUT,
-        }
+    /// Speaks HTTP/2 to this HTTP proxy from its first byte: an `http://` proxy by h2c
+    /// (RFC 9113 §3.3), an `https://` one offering only `h2` in its ALPN (unless
+    /// [`Proxy::tls_config`] names protocols). Every target, `http://` ones too, then goes
+    /// through a `CONNECT` stream (RFC 9113 §8.5), and the tunnels to one proxy share one
+    /// connection. Default false: `http://` proxies speak HTTP/1.1, and `https://` ones
+    /// HTTP/2 or HTTP/1.1 as their ALPN picks. No effect on SOCKS proxies.
+    #[must_use]
+    pub fn http2_prior_knowledge(mut self) -> Proxy {
+        self.http2_prior_knowledge = true;
+        self
     }
 
-    fn endpoint(&self) -> Result<&Endpoint, Error> {
+    /// The bytes a tunnel over an HTTP/2 proxy queues before its writes wait for the
+    /// stream's flow-control window to take them (default 64 KiB, at least 1).
+    #[must_use]
+    pub fn tunnel_buffer(mut self, bytes: usize) -> Proxy {
+        self.tunnel_buffer = bytes.max(1);
+        self
+    }
+
+    /// The TLS settings of an `https://` proxy's connection (feature `tls`): the roots its
+    /// certificate is checked against (a private CA), a client certificate. ALPN `h2` and
+    /// `http/1.1` (`h2` alone with [`Proxy::http2_prior_knowledge`]) are filled in when it
+    /// names no protocol. Default: the client's [`tls_config`](super::Builder::tls_config),
+    /// else the webpki roots.
+    #[cfg(feature = "tls")]
+    #[must_use]
+    pub fn tls_config(mut self, config: Arc<crate::tls::rustls::ClientConfig>) -> Proxy {
+        self.tls = Some(config);
+        self
+    }
+
+    /// A proxy from the environment that cannot be used: it fails what it would take.
+    fn unusable(schemes: Schemes, why: String) -> Proxy {
+        Proxy::with_endpoint(Err(why.into()), schemes)
+    }
+
+    /// Whether tunnels through this proxy go over TLS or HTTP/2 (the client's [`Secure`]
+    /// opens them).
+    fn is_secure(&self) -> bool {
+        self.endpoint.as_ref().is_ok_and(|e| {
+            e.kind == Kind::Https || (e.kind == Kind::Http && self.http2_prior_knowledge)
+        })
+    }
+
+    /// See [`Proxy::http2_prior_knowledge`].
+    pub(crate) fn speaks_http2_only(&self) -> bool {
+        self.http2_prior_knowledge
+    }
+
+    /// See [`Proxy::tunnel_buffer`].
+    pub(crate) fn buffer(&self) -> usize {
+        self.tunnel_buffer
+    }
+
+    /// See [`Proxy::tls_config`].
+    #[cfg(feature = "tls")]
+    pub(crate) fn tls(&self) -> Option<&Arc<crate::tls::rustls::ClientConfig>> {
+        self.tls.as_ref()
+    }
+
+    pub(crate) fn endpoint(&self) -> Result<&Endpoint, Error> {
         self.endpoint
             .as_deref()
             .map_err(|why| Error::new(ErrorKind::InvalidUri, why.to_string()))
@@ -438,16 +598,40 @@ impl Proxy {
                 .is_some_and(|no| no.matches(dst.host().unwrap_or("")))
     }
 
-    /// A tunnel through this proxy to `host:port`.
+    /// A tunnel through this proxy to `host:port`; one over TLS or HTTP/2 is opened by
+    /// `secure` (the client's, when a builder made the connector).
     pub(crate) async fn open_tunnel(
         &self,
         host: &str,
         port: u16,
         limits: ResponseLimits,
-    ) -> Result<TcpStream, Error> {
-        self.endpoint()?
-            .tunnel(host, port, limits, self.handshake_timeout)
-            .await
+        secure: Option<&dyn Secure>,
+    ) -> Result<Opened, Error> {
+        let endpoint = self.endpoint()?;
+        let within = self.handshake_timeout;
+        if !self.is_secure() {
+            return endpoint
+                .tunnel(host, port, limits, within)
+                .await
+                .map(Opened::Tcp);
+        }
+        let Some(secure) = secure else {
+            return Err(Error::new(
+                ErrorKind::Other,
+                format!(
+                    "the proxy {endpoint} is spoken to over TLS or HTTP/2, which only a \
+                     connector made by fibr::client::Builder does"
+                ),
+            ));
+        };
+        let authority = format!("{host}:{port}");
+        match crate::engine::time::timeout(within, secure.tunnel(self, &authority, limits)).await {
+            Ok(opened) => opened.map(Opened::Proxied),
+            Err(_) => Err(Error::new(
+                ErrorKind::ConnectTimeout,
+                format!("the proxy {endpoint} did not open a tunnel within {within:?}"),
+            )),
+        }
     }
 
     /// A connection to this (HTTP) proxy, for requests in absolute form.
@@ -463,7 +647,9 @@ impl Proxy {
     /// Whether `http://` requests through this proxy are forwarded in absolute form (an
     /// HTTP proxy without [`Proxy::http_tunnel`]), rather than tunneled.
     fn forwards(&self) -> bool {
-        !self.http_tunnel && self.endpoint.as_ref().is_ok_and(|e| e.kind == Kind::Http)
+        !self.http_tunnel
+            && !self.is_secure()
+            && self.endpoint.as_ref().is_ok_and(|e| e.kind == Kind::Http)
     }
 }
 
@@ -481,14 +667,15 @@ impl fmt::Debug for Proxy {
             .field("no_proxy", &self.no_proxy.is_some())
             .field("http_tunnel", &self.http_tunnel)
             .field("handshake_timeout", &self.handshake_timeout)
-            .finish()
+            .field("http2_prior_knowledge", &self.http2_prior_knowledge)
+            .finish_non_exhaustive()
     }
 }
 
 /// How a connection to a URI is made, given the proxies.
 pub(crate) enum Route<'a> {
     Direct,
-    /// A tunnel (SOCKS, or HTTP `CONNECT`) through the proxy.
+    /// A tunnel (SOCKS, or HTTP `CONNECT`, over HTTP/1.1 or HTTP/2) through the proxy.
     Tunnel(&'a Proxy),
     /// A connection to the HTTP proxy itself, which takes requests in absolute form.
     Forward(&'a Proxy),
@@ -547,13 +734,14 @@ mod tests {
             ep("socks4://u@h").credentials,
             Some(("u".into(), String::new()))
         );
-        for bad in [
-            "https://h",
-            "ftp://h",
-            "http://h:99999",
-            "socks5://",
-            "http://%zz@h",
-        ] {
+        #[cfg(feature = "tls")]
+        assert_eq!(
+            (ep("HTTPS://h").kind, ep("https://h").port),
+            (Kind::Https, 443)
+        );
+        #[cfg(not(feature = "tls"))]
+        assert!(Endpoint::parse("https://h").is_err());
+        for bad in ["ftp://h", "http://h:99999", "socks5://", "http://%zz@h"] {
             assert!(Endpoint::parse(bad).is_err(), "{bad}");
         }
     }

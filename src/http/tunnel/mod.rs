@@ -34,20 +34,20 @@
 
 mod conn;
 
-use crate::http::pipe::StreamIo;
+#[cfg(feature = "hyper")]
+use crate::http::pipe::put_cursor;
+use crate::http::pipe::{copy_into, read_chunks, StreamIo, StreamPipe};
 pub use crate::http::pipe::{TunnelAborted, UpgradeBody};
 use crate::http::switch::{OnSwitch, Switched, Tunnel as Input};
 use crate::http::{Incoming, Protocol};
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use conn::ConnPipe;
 use http::uri::Authority;
 use http::{Method, Request, Response};
-use http_body::Body;
 use std::fmt;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// The default bound on a tunnel's queued output (and, over HTTP/1.1, its unread input).
@@ -136,11 +136,7 @@ impl Connect {
             Via::Stream(input) => {
                 let output = StreamIo::new(buffer);
                 let tunnel = Tunnel {
-                    io: Io::Stream {
-                        input,
-                        output: output.clone(),
-                    },
-                    pending: Bytes::new(),
+                    io: Io::Stream(StreamPipe::new(input, output.clone())),
                 };
                 let start = move || drop(crate::engine::runtime::spawn(callback(tunnel)));
                 UpgradeBody::stream(output, Some(Box::new(start)))
@@ -163,20 +159,15 @@ impl Connect {
 /// Dropped, the tunnel ends its output as `shutdown` does.
 pub struct Tunnel {
     io: Io,
-    /// Read from the input and not yet handed out.
-    pending: Bytes,
 }
 
 enum Io {
-    Stream {
-        input: Incoming,
-        output: Arc<StreamIo>,
+    Stream(StreamPipe<Incoming>),
+    Conn {
+        pipe: ConnPipe,
+        /// Read and not yet handed out.
+        pending: Bytes,
     },
-    Conn(ConnPipe),
-}
-
-fn reset(e: impl std::error::Error + Send + Sync + 'static) -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionReset, e)
 }
 
 impl Tunnel {
@@ -184,47 +175,28 @@ impl Tunnel {
     /// `buffer` the bound on its queued output and unread input.
     pub(crate) fn switched(sw: Switched, buffer: usize) -> Tunnel {
         Tunnel {
-            io: Io::Conn(ConnPipe::start(sw.conn, sw.read, buffer)),
-            pending: Bytes::new(),
+            io: Io::Conn {
+                pipe: ConnPipe::start(sw.conn, sw.read, buffer),
+                pending: Bytes::new(),
+            },
         }
     }
 
     /// Reads into `buf`; `Ok(0)` is the end of the peer's side.
     pub fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        while self.pending.is_empty() {
-            let next = match &mut self.io {
-                Io::Stream { input, .. } => match Pin::new(input).poll_frame(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(None) => None,
-                    Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(reset(e))),
-                    // Trailers carry nothing for a tunnel.
-                    Poll::Ready(Some(Ok(frame))) => Some(frame.into_data().unwrap_or_default()),
-                },
-                Io::Conn(pipe) => match pipe.poll_read(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(r) => r?,
-                },
-            };
-            match next {
-                Some(data) => self.pending = data,
-                None => return Poll::Ready(Ok(0)),
+        match &mut self.io {
+            Io::Stream(pipe) => pipe.poll_read(cx, buf),
+            Io::Conn { pipe, pending } => {
+                read_chunks(pending, || pipe.poll_read(cx), |data| copy_into(buf, data))
             }
         }
-        let n = buf.len().min(self.pending.len());
-        buf[..n].copy_from_slice(&self.pending[..n]);
-        self.pending.advance(n);
-        Poll::Ready(Ok(n))
     }
 
     /// Writes all of `data` once there is room (the output under its bound).
     pub fn poll_write(&mut self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         match &self.io {
-            Io::Stream { output, .. } => match output.poll_room(cx) {
-                Poll::Pending => Poll::Pending,
-                Poll::Ready(false) => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
-                Poll::Ready(true) => Poll::Ready(output.send(data).map(|()| data.len())),
-            },
-            Io::Conn(pipe) => pipe.poll_write(cx, data).map_ok(|()| data.len()),
+            Io::Stream(pipe) => pipe.poll_write(cx, data),
+            Io::Conn { pipe, .. } => pipe.poll_write(cx, data).map_ok(|()| data.len()),
         }
     }
 
@@ -242,8 +214,8 @@ impl Tunnel {
     /// sent. Reading goes on.
     pub fn poll_shutdown(&mut self) -> Poll<io::Result<()>> {
         match &self.io {
-            Io::Stream { output, .. } => output.close(),
-            Io::Conn(pipe) => pipe.shutdown(),
+            Io::Stream(pipe) => pipe.shutdown(),
+            Io::Conn { pipe, .. } => pipe.shutdown(),
         }
         Poll::Ready(Ok(()))
     }
@@ -255,18 +227,34 @@ impl Tunnel {
 
     /// Resets the tunnel: what is queued is dropped and the peer sees an error.
     pub fn abort(self) {
+        self.reset();
+    }
+
+    /// [`Tunnel::abort`] for one who holds it by reference.
+    pub(crate) fn reset(&self) {
         match &self.io {
-            Io::Stream { output, .. } => output.abort(),
-            Io::Conn(pipe) => pipe.abort(),
+            Io::Stream(pipe) => pipe.abort(),
+            Io::Conn { pipe, .. } => pipe.abort(),
         }
     }
 }
 
-impl Drop for Tunnel {
-    fn drop(&mut self) {
-        if let Io::Stream { output, .. } = &self.io {
-            output.close();
+/// With feature `hyper`, a tunnel is a hyper stream (what hyper's connections and
+/// fibr's client run over).
+#[cfg(feature = "hyper")]
+impl hyper::rt::Read for Tunnel {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let put = |data: &[u8]| put_cursor(&mut buf, data);
+        match &mut this.io {
+            Io::Stream(pipe) => pipe.poll_put(cx, put),
+            Io::Conn { pipe, pending } => read_chunks(pending, || pipe.poll_read(cx), put),
         }
+        .map_ok(drop)
     }
 }
 
@@ -284,21 +272,30 @@ impl tokio::io::AsyncRead for Tunnel {
     }
 }
 
-#[cfg(feature = "tokio")]
-impl tokio::io::AsyncWrite for Tunnel {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().poll_write(cx, buf)
-    }
+/// hyper's and tokio's `Write`: the same three calls (a write is queued whole; there is
+/// nothing to flush).
+macro_rules! write_impl {
+    ($feature:literal, $trait:path) => {
+        #[cfg(feature = $feature)]
+        impl $trait for Tunnel {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                self.get_mut().poll_write(cx, buf)
+            }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
+            fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                Poll::Ready(Ok(()))
+            }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().poll_shutdown()
-    }
+            fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                self.get_mut().poll_shutdown()
+            }
+        }
+    };
 }
+
+write_impl!("hyper", hyper::rt::Write);
+write_impl!("tokio", tokio::io::AsyncWrite);
