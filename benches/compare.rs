@@ -6,7 +6,8 @@
 //! cargo bench --bench compare -- --quick           # 1 s phases, 1 run, 1,000 idle connections
 //! cargo bench --bench compare -- --runs 7          # 7 runs per cell (medians of 7)
 //! cargo bench --bench compare -- --only pipelined  # one scenario (or a list: a,b): plain echo
-//!                                                  # pipelined churn idle ws ws16k wsdeflate
+//!                                                  # pipelined churn idle c10k rate50 rate80
+//!                                                  # ws ws16k wsdeflate
 //!                                                  # idle-ws idle-wsdeflate tls-plain
 //!                                                  # tls-pipelined tls-churn tls-idle h2c-m1
 //!                                                  # h2c-m10 h2-tls-m10 h2-idle grpc
@@ -113,6 +114,18 @@
 //! - **idle**: 10,000 keep-alive connections opened by this process, one GET / each with its
 //!   response read; the server's RSS per connection above the empty server (which has
 //!   answered one request);
+//! - **c10k** (issue 31, the seed library's headline shape): 10,000 keep-alive connections
+//!   (`--quick` too), each POSTing a 1 KiB body of its own to `/echo` and sending the next as
+//!   soon as the echo is read, from this bench's own generator (`compare/h1load.rs`: one
+//!   thread, epoll; every response must be 200 with the body sent, or `hello` from the
+//!   floor); requests/s, CPU per request, peak RSS and p50/p99/p99.9 latency; fibr,
+//!   axum::serve, actix-web and the floor (not hyper);
+//! - **rate50**, **rate80** (issue 31): `GET /` over 100 keep-alive connections at a fixed
+//!   rate, 50 % and 80 % of axum::serve's saturated requests/s on this machine (the plain
+//!   scenario's axum::serve figure when plain ran before them, else a plain phase run on
+//!   axum::serve for it), open loop with coordinated omission corrected (`compare/h1load.rs`:
+//!   request j is scheduled at t0 + j / rate on connection j mod 100, sent when due and its
+//!   connection free, its latency counted from the scheduled time); p50/p99/p99.9/max;
 //! - **ws**: 100 WebSocket connections to `/ws`, each sending a 64-byte text message and
 //!   waiting for its echo before the next (a load generator of this bench's own,
 //!   `compare/ws.rs`: one thread, epoll; no external tool speaks WebSocket; every echo
@@ -198,7 +211,8 @@
 //! Figures: requests/s (the load generator's count over its measuring time), **server CPU
 //! time per request** (utime + stime from `/proc/PID/stat`, all threads, over the tool's run,
 //! divided by the requests completed: the robust figure when the load generator, on the
-//! other core, is the bottleneck), p99 latency, the server's and the load generator's CPU %
+//! other core, is the bottleneck), p99 latency (c10k and the fixed rates: p50 and p99.9 too,
+//! and at a fixed rate the largest), the server's and the load generator's CPU %
 //! (100 % = one core), peak RSS (VmHWM) and, for idle, RSS. Each scenario runs `runs` times
 //! (servers rotated within a run); the report gives the median with min–max, and ratios to
 //! axum::serve (gRPC: tonic; HTTP/3: quinn + h3-quinn). A phase during which other processes took more than 20 % of either CPU is
@@ -228,6 +242,8 @@ mod server_support;
 
 #[path = "compare/grpc.rs"]
 mod grpc;
+#[path = "compare/h1load.rs"]
+mod h1load;
 #[path = "compare/h2.rs"]
 mod h2;
 #[path = "compare/h3.rs"]
@@ -398,7 +414,11 @@ fn bench() -> Result<(), String> {
     let on_servers = scenarios.iter().any(|s| s.on_servers());
     let mut tools = vec![("taskset", "util-linux")];
     let plain = |sc: Scenario| scenarios.iter().any(|s| s.plain() == sc);
-    if plain(Scenario::Plain) || plain(Scenario::Echo) {
+    // The fixed-rate scenarios' base is measured with wrk when plain does not run.
+    if plain(Scenario::Plain)
+        || plain(Scenario::Echo)
+        || scenarios.iter().any(|s| s.rate().is_some())
+    {
         tools.push(("wrk", "wrk"));
     }
     if plain(Scenario::Pipelined)
@@ -422,8 +442,20 @@ fn bench() -> Result<(), String> {
     // The client, executor and proxy benches get every CPU this process was given.
     let all_cpus = proc::allowed_cpus()?;
     let (server_cpu, client_cpu) = proc::pick_cpus()?;
-    // Servers and load generators inherit the raised limit.
-    let nofile = os_support::raise_nofile(set.idle_conns as u64 + 512)?;
+    // Servers and load generators inherit the raised limit. c10k's connections are this
+    // process's and the server's.
+    let conns = if scenarios.contains(&Scenario::C10k) {
+        set.idle_conns.max(h1load::C10K_CONNS)
+    } else {
+        set.idle_conns
+    };
+    let nofile = os_support::raise_nofile(conns as u64 + 512).map_err(|e| {
+        if conns > set.idle_conns {
+            format!("{e} (c10k opens {conns} connections, --quick or not)")
+        } else {
+            e
+        }
+    })?;
     os_support::pin_to(client_cpu)
         .map_err(|e| format!("pinning this process to CPU {client_cpu}: {e}"))?;
     let workers = std::env::var("BENCH_WORKERS").unwrap_or_else(|_| "1".into());
@@ -453,6 +485,17 @@ fn bench() -> Result<(), String> {
     for run in 0..set.runs {
         for &sc in scenarios.iter().filter(|s| s.on_servers()) {
             let Some(bins) = &bins else { break };
+            // The rate the fixed-rate scenarios take their shares of: found once, before the
+            // first of them, and the same for every run and server.
+            if sc.rate().is_some() && rep.rate_base.is_none() {
+                let base = rate_base(&rep, bins, &set, (server_cpu, client_cpu), &workers, &lua.0)
+                    .map_err(|e| format!("{}: axum::serve's saturated rate: {e}", sc.key()))?;
+                eprintln!(
+                    "  fixed-rate scenarios: shares of {:.0} requests/s ({})",
+                    base.rps, base.from
+                );
+                rep.rate_base = Some(base);
+            }
             // Rotate the servers' order from run to run, so drift does not favour one.
             let servers: Vec<&Server> = opts
                 .servers
@@ -543,6 +586,10 @@ fn bench() -> Result<(), String> {
                         h3::load_run(&srv, sc, &set, client_cpu, &bins.h3_load())
                     } else if sc.h2() || sc == Scenario::Grpc {
                         h2::load_run(&srv, sc, &set, client_cpu)
+                    } else if sc == Scenario::C10k {
+                        h1load::c10k_run(&srv, &set, client_cpu, s.real)
+                    } else if let (Some(share), Some(base)) = (sc.rate(), &rep.rate_base) {
+                        h1load::rate_run(&srv, &set, client_cpu, share * base.rps)
                     } else {
                         load::load_run(&srv, sc, &set, client_cpu, &lua.0)
                     };
@@ -571,6 +618,19 @@ fn bench() -> Result<(), String> {
                         r.errors,
                         r.other_pct()
                     );
+                    if sc.percentiles() {
+                        eprintln!(
+                            "    p50 {}, p99.9 {}, max {}{}",
+                            report::fmt_us(r.p50_us),
+                            report::fmt_us(r.p999_us),
+                            report::fmt_us(r.max_us),
+                            if r.target_rps > 0.0 {
+                                format!(", sent at {:.0} requests/s", r.target_rps)
+                            } else {
+                                String::new()
+                            }
+                        );
+                    }
                     srv.report_output();
                     let noisy = r.other_pct() > NOISY_PCT;
                     if kept.as_ref().is_none_or(|k| r.other_pct() < k.other_pct()) {
@@ -652,6 +712,38 @@ fn bench() -> Result<(), String> {
     let json_path = dir.join(format!("{stem}.json"));
     report::write_atomic(&json_path, &json)?;
     output(&rep, &dir, stem, opts.update_readme)
+}
+
+/// axum::serve's saturated keep-alive GET throughput on this machine, which the fixed-rate
+/// scenarios send shares of: the plain scenario's axum::serve figure when it ran before them
+/// in this run (`wrk -c100`, the median so far), else a plain phase of its own (its warm-up,
+/// then `wrk -c100`) on a fresh axum::serve. `cpus`: (server, load generator).
+fn rate_base(
+    rep: &report::Report,
+    bins: &Binaries,
+    set: &Settings,
+    cpus: (usize, usize),
+    workers: &str,
+    lua: &Path,
+) -> Result<report::RateBase, String> {
+    let rps = rep.median_rps(Scenario::Plain, BASE);
+    if rps.is_finite() {
+        return Ok(report::RateBase {
+            rps,
+            from: "the plain scenario's axum::serve requests/s".into(),
+        });
+    }
+    let axum = server(BASE).ok_or("no axum::serve")?;
+    let srv = RunningServer::start(&bins.path(axum), axum, cpus.0, workers, &[])?;
+    idle::check_routes(srv.addr, axum.real)?;
+    let l = load::load_run(&srv, Scenario::Plain, set, cpus.1, lua)?;
+    if l.errors > 0 {
+        return Err(format!("wrk reported {} errors", l.errors));
+    }
+    Ok(report::RateBase {
+        rps: l.rps(),
+        from: format!("`{}` on axum::serve before them", Scenario::Plain.tool(set)),
+    })
 }
 
 /// Prints the tables; writes the chart (and the README section).

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{grpc, h2, h3, micro, side, ws, BASE};
+use crate::{grpc, h1load, h2, h3, micro, side, ws, BASE};
 
 /// How long and how often.
 #[derive(Clone, Debug)]
@@ -35,6 +35,9 @@ pub enum Scenario {
     Pipelined,
     Churn,
     Idle,
+    C10k,
+    Rate50,
+    Rate80,
     Websocket,
     Ws16k,
     WsDeflate,
@@ -62,12 +65,15 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 29] = [
+    pub const ALL: [Scenario; 32] = [
         Scenario::Plain,
         Scenario::Echo,
         Scenario::Pipelined,
         Scenario::Churn,
         Scenario::Idle,
+        Scenario::C10k,
+        Scenario::Rate50,
+        Scenario::Rate80,
         Scenario::Websocket,
         Scenario::Ws16k,
         Scenario::WsDeflate,
@@ -164,6 +170,22 @@ impl Scenario {
         matches!(self, Scenario::WsDeflate | Scenario::IdleWsDeflate)
     }
 
+    /// A fixed-rate scenario: its share of axum::serve's saturated keep-alive GET
+    /// throughput (`compare/h1load.rs`).
+    pub fn rate(self) -> Option<f64> {
+        match self {
+            Scenario::Rate50 => Some(0.5),
+            Scenario::Rate80 => Some(0.8),
+            _ => None,
+        }
+    }
+
+    /// Reports p50, p99.9 (and at a fixed rate, the largest) latency beside p99: the
+    /// scenarios `compare/h1load.rs` loads.
+    pub fn percentiles(self) -> bool {
+        self == Scenario::C10k || self.rate().is_some()
+    }
+
     /// Measured on the servers (the others run a bench of their own).
     pub fn on_servers(self) -> bool {
         !matches!(
@@ -195,6 +217,9 @@ impl Scenario {
             Scenario::Pipelined => "pipelined",
             Scenario::Churn => "churn",
             Scenario::Idle => "idle",
+            Scenario::C10k => "c10k",
+            Scenario::Rate50 => "rate50",
+            Scenario::Rate80 => "rate80",
             Scenario::Websocket => "ws",
             Scenario::Ws16k => "ws16k",
             Scenario::WsDeflate => "wsdeflate",
@@ -247,6 +272,9 @@ impl Scenario {
             Scenario::Pipelined => "pipelined GET / ×16",
             Scenario::Churn => "connection churn",
             Scenario::Idle => "idle keep-alive",
+            Scenario::C10k => "10,000 connections, POST 1 KiB",
+            Scenario::Rate50 => "GET / at 50 % of axum's rate",
+            Scenario::Rate80 => "GET / at 80 % of axum's rate",
             Scenario::Websocket => "WebSocket echo 64 B",
             Scenario::Ws16k => "WebSocket echo 16 KiB binary",
             Scenario::WsDeflate => "WebSocket echo 1 KiB, deflate",
@@ -283,6 +311,15 @@ impl Scenario {
             Scenario::Pipelined => format!("h2load --h1 -c100 -m16 -D{secs}"),
             Scenario::Churn => format!("ab -c50 -t{secs} (no -k)"),
             Scenario::Idle => format!("{} connections, one GET each", set.idle_conns),
+            Scenario::C10k => format!(
+                "10,000 connections × POST /echo 1 KiB, one in flight each, -d{secs}s (own \
+                 generator)"
+            ),
+            Scenario::Rate50 | Scenario::Rate80 => format!(
+                "{} connections × GET /, fixed rate, latency from each request's scheduled \
+                 send, -d{secs}s (own generator)",
+                h1load::RATE_CONNS
+            ),
             Scenario::Websocket | Scenario::Ws16k | Scenario::WsDeflate => format!(
                 "{} connections × {} echo, -d{secs}s",
                 ws::CONNS,
