@@ -6,7 +6,8 @@
 //! cargo bench --bench compare -- --quick           # 1 s phases, 1 run, 1,000 idle connections
 //! cargo bench --bench compare -- --runs 7          # 7 runs per cell (medians of 7)
 //! cargo bench --bench compare -- --only pipelined  # one scenario (or a list: a,b): plain echo
-//!                                                  # pipelined churn idle ws ws16k wsdeflate
+//!                                                  # pipelined churn idle c10k rate50 rate80
+//!                                                  # ws ws16k wsdeflate
 //!                                                  # idle-ws idle-wsdeflate tls-plain
 //!                                                  # tls-pipelined tls-churn tls-idle h2c-m1
 //!                                                  # h2c-m10 h2-tls-m10 h2-idle grpc
@@ -113,6 +114,18 @@
 //! - **idle**: 10,000 keep-alive connections opened by this process, one GET / each with its
 //!   response read; the server's RSS per connection above the empty server (which has
 //!   answered one request);
+//! - **c10k** (issue 31, the seed library's headline shape): 10,000 keep-alive connections
+//!   (`--quick` too), each POSTing a 1 KiB body of its own to `/echo` and sending the next as
+//!   soon as the echo is read, from this bench's own generator (`compare/h1load.rs`: one
+//!   thread, epoll; every response must be 200 with the body sent, or `hello` from the
+//!   floor); requests/s, CPU per request, peak RSS and p50/p99/p99.9 latency; fibr,
+//!   axum::serve, actix-web and the floor (not hyper);
+//! - **rate50**, **rate80** (issue 31): `GET /` over 100 keep-alive connections at a fixed
+//!   rate, 50 % and 80 % of axum::serve's saturated requests/s on this machine (the plain
+//!   scenario's axum::serve figure when plain ran before them, else a plain phase run on
+//!   axum::serve for it), open loop with coordinated omission corrected (`compare/h1load.rs`:
+//!   request j is scheduled at t0 + j / rate on connection j mod 100, sent when due and its
+//!   connection free, its latency counted from the scheduled time); p50/p99/p99.9/max;
 //! - **ws**: 100 WebSocket connections to `/ws`, each sending a 64-byte text message and
 //!   waiting for its echo before the next (a load generator of this bench's own,
 //!   `compare/ws.rs`: one thread, epoll; no external tool speaks WebSocket; every echo
@@ -198,7 +211,8 @@
 //! Figures: requests/s (the load generator's count over its measuring time), **server CPU
 //! time per request** (utime + stime from `/proc/PID/stat`, all threads, over the tool's run,
 //! divided by the requests completed: the robust figure when the load generator, on the
-//! other core, is the bottleneck), p99 latency, the server's and the load generator's CPU %
+//! other core, is the bottleneck), p99 latency (c10k and the fixed rates: p50 and p99.9 too,
+//! and at a fixed rate the largest), the server's and the load generator's CPU %
 //! (100 % = one core), peak RSS (VmHWM) and, for idle, RSS. Each scenario runs `runs` times
 //! (servers rotated within a run); the report gives the median with min–max, and ratios to
 //! axum::serve (gRPC: tonic; HTTP/3: quinn + h3-quinn). A phase during which other processes took more than 20 % of either CPU is
@@ -228,6 +242,8 @@ mod server_support;
 
 #[path = "compare/grpc.rs"]
 mod grpc;
+#[path = "compare/h1load.rs"]
+mod h1load;
 #[path = "compare/h2.rs"]
 mod h2;
 #[path = "compare/h3.rs"]
@@ -242,6 +258,8 @@ mod micro;
 mod proc;
 #[path = "compare/report.rs"]
 mod report;
+#[path = "compare/scenario.rs"]
+mod scenario;
 #[path = "compare/servers.rs"]
 mod servers;
 #[path = "compare/side.rs"]
@@ -256,6 +274,7 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use proc::RunningServer;
+pub use scenario::{Scenario, Settings, FULL, QUICK};
 pub use servers::{server, Program, Server, BASE, H2_ALPN, SERVERS};
 
 /// Bound on every client socket operation and on server start-up.
@@ -264,344 +283,6 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// the load generator's CPU is run again, up to `NOISY_RETRIES` times.
 const NOISY_PCT: f64 = 20.0;
 const NOISY_RETRIES: usize = 1;
-
-/// How long and how often.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub phase: Duration,
-    pub warmup: Duration,
-    pub runs: usize,
-    pub idle_conns: usize,
-}
-
-const FULL: Settings = Settings {
-    phase: Duration::from_secs(5),
-    warmup: Duration::from_secs(1),
-    runs: 3,
-    idle_conns: 10_000,
-};
-
-const QUICK: Settings = Settings {
-    phase: Duration::from_secs(1),
-    warmup: Duration::from_secs(1),
-    runs: 1,
-    idle_conns: 1_000,
-};
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Scenario {
-    Plain,
-    Echo,
-    Pipelined,
-    Churn,
-    Idle,
-    Websocket,
-    Ws16k,
-    WsDeflate,
-    IdleWs,
-    IdleWsDeflate,
-    TlsPlain,
-    TlsPipelined,
-    TlsChurn,
-    TlsIdle,
-    H2cM1,
-    H2cM10,
-    H2TlsM10,
-    H2Idle,
-    Grpc,
-    H3C1,
-    H3C10,
-    H3Download,
-    H3Idle,
-    Client,
-    Executor,
-    Proxy,
-    Files,
-    Gateway,
-    Arpc,
-}
-
-impl Scenario {
-    pub const ALL: [Scenario; 29] = [
-        Scenario::Plain,
-        Scenario::Echo,
-        Scenario::Pipelined,
-        Scenario::Churn,
-        Scenario::Idle,
-        Scenario::Websocket,
-        Scenario::Ws16k,
-        Scenario::WsDeflate,
-        Scenario::IdleWs,
-        Scenario::IdleWsDeflate,
-        Scenario::TlsPlain,
-        Scenario::TlsPipelined,
-        Scenario::TlsChurn,
-        Scenario::TlsIdle,
-        Scenario::H2cM1,
-        Scenario::H2cM10,
-        Scenario::H2TlsM10,
-        Scenario::H2Idle,
-        Scenario::Grpc,
-        Scenario::H3C1,
-        Scenario::H3C10,
-        Scenario::H3Download,
-        Scenario::H3Idle,
-        Scenario::Client,
-        Scenario::Executor,
-        Scenario::Proxy,
-        Scenario::Files,
-        Scenario::Gateway,
-        Scenario::Arpc,
-    ];
-
-    /// Over HTTPS (or QUIC: with the HTTPS scenarios' certificate).
-    pub fn tls(self) -> bool {
-        self.h3()
-            || matches!(
-                self,
-                Scenario::TlsPlain
-                    | Scenario::TlsPipelined
-                    | Scenario::TlsChurn
-                    | Scenario::TlsIdle
-                    | Scenario::H2TlsM10
-            )
-    }
-
-    /// HTTP/3 (issue 15): on the servers that speak it, with `h3_load` (`compare/h3.rs`).
-    pub fn h3(self) -> bool {
-        matches!(
-            self,
-            Scenario::H3C1 | Scenario::H3C10 | Scenario::H3Download | Scenario::H3Idle
-        )
-    }
-
-    /// HTTP/2 (issue 13): on the servers that speak it.
-    pub fn h2(self) -> bool {
-        matches!(
-            self,
-            Scenario::H2cM1 | Scenario::H2cM10 | Scenario::H2TlsM10 | Scenario::H2Idle
-        )
-    }
-
-    /// The plain-text scenario whose load a TLS one runs over https (itself otherwise).
-    pub fn plain(self) -> Scenario {
-        match self {
-            Scenario::TlsPlain => Scenario::Plain,
-            Scenario::TlsPipelined => Scenario::Pipelined,
-            Scenario::TlsChurn => Scenario::Churn,
-            Scenario::TlsIdle => Scenario::Idle,
-            Scenario::H2TlsM10 => Scenario::H2cM10,
-            sc => sc,
-        }
-    }
-
-    /// Idle connections' memory rather than a load.
-    pub fn idle(self) -> bool {
-        matches!(
-            self.plain(),
-            Scenario::Idle
-                | Scenario::H2Idle
-                | Scenario::H3Idle
-                | Scenario::IdleWs
-                | Scenario::IdleWsDeflate
-        )
-    }
-
-    /// WebSocket (`/ws`): on the servers that speak it, with `compare/ws.rs`'s client.
-    pub fn ws(self) -> bool {
-        matches!(
-            self,
-            Scenario::Websocket
-                | Scenario::Ws16k
-                | Scenario::WsDeflate
-                | Scenario::IdleWs
-                | Scenario::IdleWsDeflate
-        )
-    }
-
-    /// With permessage-deflate: on the servers that negotiate it.
-    pub fn deflate(self) -> bool {
-        matches!(self, Scenario::WsDeflate | Scenario::IdleWsDeflate)
-    }
-
-    /// Measured on the servers (the others run a bench of their own).
-    pub fn on_servers(self) -> bool {
-        !matches!(
-            self,
-            Scenario::Client
-                | Scenario::Executor
-                | Scenario::Proxy
-                | Scenario::Files
-                | Scenario::Gateway
-                | Scenario::Arpc
-        )
-    }
-
-    /// The server the ratios are to: tonic's own for gRPC, quinn for HTTP/3, axum::serve
-    /// otherwise.
-    pub fn base(self) -> &'static str {
-        match self {
-            Scenario::Grpc => "tonic",
-            sc if sc.h3() => "quinn",
-            _ => BASE,
-        }
-    }
-
-    /// The name `--only` takes and the JSON uses.
-    pub fn key(self) -> &'static str {
-        match self {
-            Scenario::Plain => "plain",
-            Scenario::Echo => "echo",
-            Scenario::Pipelined => "pipelined",
-            Scenario::Churn => "churn",
-            Scenario::Idle => "idle",
-            Scenario::Websocket => "ws",
-            Scenario::Ws16k => "ws16k",
-            Scenario::WsDeflate => "wsdeflate",
-            Scenario::IdleWs => "idle-ws",
-            Scenario::IdleWsDeflate => "idle-wsdeflate",
-            Scenario::TlsPlain => "tls-plain",
-            Scenario::TlsPipelined => "tls-pipelined",
-            Scenario::TlsChurn => "tls-churn",
-            Scenario::TlsIdle => "tls-idle",
-            Scenario::H2cM1 => "h2c-m1",
-            Scenario::H2cM10 => "h2c-m10",
-            Scenario::H2TlsM10 => "h2-tls-m10",
-            Scenario::H2Idle => "h2-idle",
-            Scenario::Grpc => "grpc",
-            Scenario::H3C1 => "h3-c1",
-            Scenario::H3C10 => "h3-c10",
-            Scenario::H3Download => "h3-download",
-            Scenario::H3Idle => "h3-idle",
-            Scenario::Client => "client",
-            Scenario::Executor => "executor",
-            Scenario::Proxy => "proxy",
-            Scenario::Files => "files",
-            Scenario::Gateway => "gateway",
-            Scenario::Arpc => "arpc",
-        }
-    }
-
-    /// What the scenario counts: HTTP requests, WebSocket messages, or MiB downloaded.
-    pub fn unit(self) -> &'static str {
-        match self {
-            sc if sc.ws() => "msg",
-            Scenario::H3Download => "MiB",
-            _ => "req",
-        }
-    }
-
-    /// `websocket`: the 64-byte echo's key before the other WebSocket scenarios came (in
-    /// older JSON results).
-    pub fn from_key(key: &str) -> Option<Scenario> {
-        match key {
-            "websocket" => Some(Scenario::Websocket),
-            key => Scenario::ALL.into_iter().find(|s| s.key() == key),
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Scenario::Plain => "keep-alive GET /",
-            Scenario::Echo => "POST /echo 1 KiB",
-            Scenario::Pipelined => "pipelined GET / ×16",
-            Scenario::Churn => "connection churn",
-            Scenario::Idle => "idle keep-alive",
-            Scenario::Websocket => "WebSocket echo 64 B",
-            Scenario::Ws16k => "WebSocket echo 16 KiB binary",
-            Scenario::WsDeflate => "WebSocket echo 1 KiB, deflate",
-            Scenario::IdleWs => "idle WebSocket",
-            Scenario::IdleWsDeflate => "idle WebSocket, deflate",
-            Scenario::TlsPlain => "HTTPS keep-alive GET /",
-            Scenario::TlsPipelined => "HTTPS pipelined GET / ×16",
-            Scenario::TlsChurn => "HTTPS handshake churn",
-            Scenario::TlsIdle => "idle TLS keep-alive",
-            Scenario::H2cM1 => "h2c GET /, 1 stream per connection",
-            Scenario::H2cM10 => "h2c GET /, 10 streams per connection",
-            Scenario::H2TlsM10 => "h2 over TLS GET /, 10 streams per connection",
-            Scenario::H2Idle => "idle h2c connections",
-            Scenario::Grpc => "gRPC unary, 10 streams per connection",
-            Scenario::H3C1 => "HTTP/3 GET /, 1 stream per connection",
-            Scenario::H3C10 => "HTTP/3 GET /, 10 streams per connection",
-            Scenario::H3Download => "HTTP/3 10 MiB download",
-            Scenario::H3Idle => "idle HTTP/3 connections",
-            Scenario::Client => "HTTP client",
-            Scenario::Executor => "executor",
-            Scenario::Proxy => "SOCKS5 and CONNECT proxy",
-            Scenario::Files => "static files",
-            Scenario::Gateway => "reverse proxy",
-            Scenario::Arpc => "arpc",
-        }
-    }
-
-    /// The load, as a command line (with the phase length).
-    pub fn tool(self, set: &Settings) -> String {
-        let secs = set.phase.as_secs().max(1);
-        match self {
-            Scenario::Plain => format!("wrk -t1 -c100 -d{secs}s --latency"),
-            Scenario::Echo => format!("wrk -t1 -c100 -d{secs}s --latency -s post.lua"),
-            Scenario::Pipelined => format!("h2load --h1 -c100 -m16 -D{secs}"),
-            Scenario::Churn => format!("ab -c50 -t{secs} (no -k)"),
-            Scenario::Idle => format!("{} connections, one GET each", set.idle_conns),
-            Scenario::Websocket | Scenario::Ws16k | Scenario::WsDeflate => format!(
-                "{} connections × {} echo, -d{secs}s",
-                ws::CONNS,
-                ws::Kind::of(self).describe()
-            ),
-            Scenario::IdleWs | Scenario::IdleWsDeflate => format!(
-                "{} WebSocket connections, one {} echo each",
-                set.idle_conns,
-                ws::Kind::of(self).describe()
-            ),
-            Scenario::TlsPlain => format!("wrk -t1 -c100 -d{secs}s --latency https://"),
-            Scenario::TlsPipelined => format!("h2load --h1 -c100 -m16 -D{secs} https://"),
-            Scenario::TlsChurn => format!("ab -c50 -t{secs} -f TLS1.3 https:// (no -k)"),
-            Scenario::TlsIdle => format!(
-                "{} TLS connections, one GET each (rustls client)",
-                set.idle_conns
-            ),
-            Scenario::H2cM1 | Scenario::H2cM10 => format!(
-                "h2load -c{} -m{} -D{secs} http:// (h2c, prior knowledge)",
-                h2::CONNS,
-                h2::streams(self)
-            ),
-            Scenario::H2TlsM10 => format!(
-                "h2load -c{} -m{} -D{secs} https:// (ALPN h2)",
-                h2::CONNS,
-                h2::streams(self)
-            ),
-            Scenario::H2Idle => format!(
-                "{} h2c connections: preface, SETTINGS, one GET each",
-                set.idle_conns
-            ),
-            Scenario::Grpc => format!(
-                "h2load -c{} -m{} -D{secs} -d {}-byte message (h2c, gRPC unary)",
-                h2::CONNS,
-                h2::streams(self),
-                grpc::MESSAGE.len()
-            ),
-            Scenario::H3C1 | Scenario::H3C10 => format!(
-                "h3_load: {} connections × {} GET / in flight, -d{secs}s (quinn + h3 client)",
-                h3::CONNS,
-                h3::streams(self)
-            ),
-            Scenario::H3Download => format!(
-                "h3_load: GET /bytes/{} one after another on 1 connection, -d{secs}s",
-                h3::DOWNLOAD_BYTES
-            ),
-            Scenario::H3Idle => format!(
-                "{} QUIC connections (h3_load), one GET each",
-                h3::idle_conns(set)
-            ),
-            Scenario::Client => micro::CLIENT.command(set.phase == QUICK.phase),
-            Scenario::Executor => micro::EXECUTOR.command(set.phase == QUICK.phase),
-            Scenario::Proxy => micro::PROXY.command(set.phase == QUICK.phase),
-            Scenario::Files => side::FILES.command(set.phase == QUICK.phase),
-            Scenario::Gateway => side::GATEWAY.command(set.phase == QUICK.phase),
-            Scenario::Arpc => side::ARPC.command(set.phase == QUICK.phase),
-        }
-    }
-}
 
 struct Opts {
     quick: bool,
@@ -733,7 +414,11 @@ fn bench() -> Result<(), String> {
     let on_servers = scenarios.iter().any(|s| s.on_servers());
     let mut tools = vec![("taskset", "util-linux")];
     let plain = |sc: Scenario| scenarios.iter().any(|s| s.plain() == sc);
-    if plain(Scenario::Plain) || plain(Scenario::Echo) {
+    // The fixed-rate scenarios' base is measured with wrk when plain does not run.
+    if plain(Scenario::Plain)
+        || plain(Scenario::Echo)
+        || scenarios.iter().any(|s| s.rate().is_some())
+    {
         tools.push(("wrk", "wrk"));
     }
     if plain(Scenario::Pipelined)
@@ -757,8 +442,20 @@ fn bench() -> Result<(), String> {
     // The client, executor and proxy benches get every CPU this process was given.
     let all_cpus = proc::allowed_cpus()?;
     let (server_cpu, client_cpu) = proc::pick_cpus()?;
-    // Servers and load generators inherit the raised limit.
-    let nofile = os_support::raise_nofile(set.idle_conns as u64 + 512)?;
+    // Servers and load generators inherit the raised limit. c10k's connections are this
+    // process's and the server's.
+    let conns = if scenarios.contains(&Scenario::C10k) {
+        set.idle_conns.max(h1load::C10K_CONNS)
+    } else {
+        set.idle_conns
+    };
+    let nofile = os_support::raise_nofile(conns as u64 + 512).map_err(|e| {
+        if conns > set.idle_conns {
+            format!("{e} (c10k opens {conns} connections, --quick or not)")
+        } else {
+            e
+        }
+    })?;
     os_support::pin_to(client_cpu)
         .map_err(|e| format!("pinning this process to CPU {client_cpu}: {e}"))?;
     let workers = std::env::var("BENCH_WORKERS").unwrap_or_else(|_| "1".into());
@@ -788,6 +485,17 @@ fn bench() -> Result<(), String> {
     for run in 0..set.runs {
         for &sc in scenarios.iter().filter(|s| s.on_servers()) {
             let Some(bins) = &bins else { break };
+            // The rate the fixed-rate scenarios take their shares of: found once, before the
+            // first of them, and the same for every run and server.
+            if sc.rate().is_some() && rep.rate_base.is_none() {
+                let base = rate_base(&rep, bins, &set, (server_cpu, client_cpu), &workers, &lua.0)
+                    .map_err(|e| format!("{}: axum::serve's saturated rate: {e}", sc.key()))?;
+                eprintln!(
+                    "  fixed-rate scenarios: shares of {:.0} requests/s ({})",
+                    base.rps, base.from
+                );
+                rep.rate_base = Some(base);
+            }
             // Rotate the servers' order from run to run, so drift does not favour one.
             let servers: Vec<&Server> = opts
                 .servers
@@ -878,6 +586,10 @@ fn bench() -> Result<(), String> {
                         h3::load_run(&srv, sc, &set, client_cpu, &bins.h3_load())
                     } else if sc.h2() || sc == Scenario::Grpc {
                         h2::load_run(&srv, sc, &set, client_cpu)
+                    } else if sc == Scenario::C10k {
+                        h1load::c10k_run(&srv, &set, client_cpu, s.real)
+                    } else if let (Some(share), Some(base)) = (sc.rate(), &rep.rate_base) {
+                        h1load::rate_run(&srv, &set, client_cpu, share * base.rps)
                     } else {
                         load::load_run(&srv, sc, &set, client_cpu, &lua.0)
                     };
@@ -906,6 +618,19 @@ fn bench() -> Result<(), String> {
                         r.errors,
                         r.other_pct()
                     );
+                    if sc.percentiles() {
+                        eprintln!(
+                            "    p50 {}, p99.9 {}, max {}{}",
+                            report::fmt_us(r.p50_us),
+                            report::fmt_us(r.p999_us),
+                            report::fmt_us(r.max_us),
+                            if r.target_rps > 0.0 {
+                                format!(", sent at {:.0} requests/s", r.target_rps)
+                            } else {
+                                String::new()
+                            }
+                        );
+                    }
                     srv.report_output();
                     let noisy = r.other_pct() > NOISY_PCT;
                     if kept.as_ref().is_none_or(|k| r.other_pct() < k.other_pct()) {
@@ -987,6 +712,38 @@ fn bench() -> Result<(), String> {
     let json_path = dir.join(format!("{stem}.json"));
     report::write_atomic(&json_path, &json)?;
     output(&rep, &dir, stem, opts.update_readme)
+}
+
+/// axum::serve's saturated keep-alive GET throughput on this machine, which the fixed-rate
+/// scenarios send shares of: the plain scenario's axum::serve figure when it ran before them
+/// in this run (`wrk -c100`, the median so far), else a plain phase of its own (its warm-up,
+/// then `wrk -c100`) on a fresh axum::serve. `cpus`: (server, load generator).
+fn rate_base(
+    rep: &report::Report,
+    bins: &Binaries,
+    set: &Settings,
+    cpus: (usize, usize),
+    workers: &str,
+    lua: &Path,
+) -> Result<report::RateBase, String> {
+    let rps = rep.median_rps(Scenario::Plain, BASE);
+    if rps.is_finite() {
+        return Ok(report::RateBase {
+            rps,
+            from: "the plain scenario's axum::serve requests/s".into(),
+        });
+    }
+    let axum = server(BASE).ok_or("no axum::serve")?;
+    let srv = RunningServer::start(&bins.path(axum), axum, cpus.0, workers, &[])?;
+    idle::check_routes(srv.addr, axum.real)?;
+    let l = load::load_run(&srv, Scenario::Plain, set, cpus.1, lua)?;
+    if l.errors > 0 {
+        return Err(format!("wrk reported {} errors", l.errors));
+    }
+    Ok(report::RateBase {
+        rps: l.rps(),
+        from: format!("`{}` on axum::serve before them", Scenario::Plain.tool(set)),
+    })
 }
 
 /// Prints the tables; writes the chart (and the README section).

@@ -4,7 +4,7 @@ use super::*;
 
 impl Report {
     /// A horizontal bar chart of CPU per request (idle: RSS per connection; WebSocket: per
-    /// message) relative to each scenario's base (axum::serve; gRPC: tonic), per scenario and server; below it, fibr's client,
+    /// message; at a fixed rate: p99 latency) relative to each scenario's base (axum::serve; gRPC: tonic), per scenario and server; below it, fibr's client,
     /// executor and proxy relative to hyper-util and tokio.
     pub fn svg(&self) -> String {
         let servers = self.servers();
@@ -37,6 +37,7 @@ impl Report {
                     sc if sc.idle() => (PER_CONN, |x| format!("{} B/conn", fmt_int(x))),
                     sc if sc.ws() => (CPU_PER_REQ, |x| format!("{x:.2} µs/msg")),
                     Scenario::H3Download => (CPU_PER_REQ, |x| format!("{x:.0} µs/MiB")),
+                    sc if sc.rate().is_some() => (P99, |x| format!("p99 {}", fmt_us(x))),
                     _ => (CPU_PER_REQ, |x| format!("{x:.2} µs/req")),
                 };
                 let abs = self.median(sc, s.key, f);
@@ -154,7 +155,7 @@ impl Report {
              <text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Server CPU time per \
              request, relative to axum::serve (lower is better)</text>\n\
              <text x=\"10\" y=\"40\" fill=\"#555\">idle: RSS per connection; \
-             WebSocket: CPU per message. {} worker(s) per server; server and load on separate \
+             WebSocket: CPU per message; fixed rate: p99 latency. {} worker(s) per server; server and load on separate \
              cores.</text>\n\
              <text x=\"10\" y=\"56\" fill=\"#555\">{} · {} · {}</text>",
             xml(&self.workers),

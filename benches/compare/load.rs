@@ -29,6 +29,13 @@ pub struct Load {
     pub other_server_us: f64,
     pub other_client_us: f64,
     pub p99_us: f64,
+    /// p50, p99.9 and the largest latency, µs: reported by `compare/h1load.rs`'s generator
+    /// (the c10k and fixed-rate scenarios), NaN from the others.
+    pub p50_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    /// The fixed rate the requests were sent at, requests/s (0: as fast as answered).
+    pub target_rps: f64,
     /// VmHWM after the phase (the server was fresh: its peak), and VmRSS before the load.
     pub peak_rss_kib: u64,
     pub idle_rss_kib: u64,
@@ -218,6 +225,10 @@ impl Load {
             other_server_us: s.other_server_us,
             other_client_us: s.other_client_us,
             p99_us: m.p99_us,
+            p50_us: f64::NAN,
+            p999_us: f64::NAN,
+            max_us: f64::NAN,
+            target_rps: 0.0,
             peak_rss_kib: s.peak_rss_kib,
             idle_rss_kib,
             opens: s.opens,

@@ -59,7 +59,19 @@ enum Figure {
 
 const CPU_PCT_ROW: &str = "CPU % server / load generator";
 const CPU_PER_REQ: Figure = Figure::Load(|l| l.cpu_per_req());
+const RPS: Figure = Figure::Load(|l| l.rps());
+const P99: Figure = Figure::Load(|l| l.p99_us);
+const P999: Figure = Figure::Load(|l| l.p999_us);
+const PEAK_RSS: Figure = Figure::Load(|l| l.peak_rss_kib as f64);
 const PER_CONN: Figure = Figure::Idle(|r| r.per_conn());
+
+/// The rate the fixed-rate scenarios send shares of: axum::serve's saturated keep-alive GET
+/// requests/s on this machine, and where the figure came from.
+#[derive(Clone, Debug)]
+pub struct RateBase {
+    pub rps: f64,
+    pub from: String,
+}
 
 pub struct Report {
     pub command: String,
@@ -80,6 +92,8 @@ pub struct Report {
     pub proxy: Option<Value>,
     /// The benches of their own beside other peers (`side.rs`), as they wrote their JSON.
     pub sides: Vec<Value>,
+    /// The fixed-rate scenarios' base, once they have run.
+    pub rate_base: Option<RateBase>,
 }
 
 impl Report {
@@ -111,6 +125,7 @@ impl Report {
             executor: None,
             proxy: None,
             sides: Vec::new(),
+            rate_base: None,
         }
     }
 
@@ -192,6 +207,11 @@ impl Report {
             .iter()
             .filter(|s| self.cells.iter().any(|c| c.server == s.key))
             .collect()
+    }
+
+    /// `server`'s median requests/s in `sc` so far (NaN when it has not run).
+    pub fn median_rps(&self, sc: Scenario, server: &str) -> f64 {
+        self.median(sc, server, RPS)
     }
 
     fn median(&self, sc: Scenario, server: &str, f: Figure) -> f64 {
@@ -321,23 +341,32 @@ impl Report {
         out.push('\n');
         type Row = (&'static str, Figure, fn(f64) -> String);
         let load_rows: [Row; 6] = [
-            ("requests/s", Figure::Load(|l| l.rps()), fmt_int),
+            ("requests/s", RPS, fmt_int),
             ("**server CPU µs/request**", CPU_PER_REQ, |x| {
                 format!("{x:.2}")
             }),
             // Whether the server was saturated, and whether the load generator was the
             // bottleneck (100 % = one core); shown as "server / load generator".
             (CPU_PCT_ROW, Figure::Load(|l| l.cpu_pct()), fmt_int),
-            ("p99 latency", Figure::Load(|l| l.p99_us), fmt_us),
-            (
-                "peak RSS (KiB)",
-                Figure::Load(|l| l.peak_rss_kib as f64),
-                fmt_int,
-            ),
+            ("p99 latency", P99, fmt_us),
+            ("peak RSS (KiB)", PEAK_RSS, fmt_int),
             ("other load (%)", Figure::Load(|l| l.other_pct()), |x| {
                 format!("{x:.0}")
             }),
         ];
+        // `compare/h1load.rs`'s scenarios: more percentiles (and at a fixed rate, the
+        // largest latency), in place of the p99 row.
+        let percentile_rows = |sc: Scenario| -> Vec<Row> {
+            let mut rows = load_rows[..3].to_vec();
+            rows.push(("p50 latency", Figure::Load(|l| l.p50_us), fmt_us));
+            rows.push(("**p99 latency**", P99, fmt_us));
+            rows.push(("**p99.9 latency**", P999, fmt_us));
+            if sc.rate().is_some() {
+                rows.push(("max latency", Figure::Load(|l| l.max_us), fmt_us));
+            }
+            rows.extend_from_slice(&load_rows[4..]);
+            rows
+        };
         let idle_rows: [Row; 3] = [
             ("**RSS per connection (B)**", PER_CONN, fmt_int),
             (
@@ -352,8 +381,26 @@ impl Report {
             ),
         ];
         for &sc in scenarios {
-            let title = format!("{} <br>`{}`", sc.title(), sc.tool(&set));
-            let rows: &[Row] = if sc.idle() { &idle_rows } else { &load_rows };
+            let mut title = format!("{} <br>`{}`", sc.title(), sc.tool(&set));
+            if let (Some(share), Some(base)) = (sc.rate(), &self.rate_base) {
+                let _ = write!(
+                    title,
+                    " <br>at {} requests/s, {:.0} % of axum::serve's {} ({})",
+                    fmt_int(share * base.rps),
+                    share * 100.0,
+                    fmt_int(base.rps),
+                    base.from
+                );
+            }
+            let more;
+            let rows: &[Row] = if sc.idle() {
+                &idle_rows
+            } else if sc.percentiles() {
+                more = percentile_rows(sc);
+                &more
+            } else {
+                &load_rows
+            };
             for (i, (name, f, fmt)) in rows.iter().enumerate() {
                 // A WebSocket scenario counts messages; a download, MiB.
                 let shown = match (sc.unit(), *name) {
@@ -543,6 +590,9 @@ impl Report {
         }
         if self.cells.iter().any(|c| c.scenario.h3()) {
             more.push(crate::h3::README_NOTE.to_string());
+        }
+        if self.cells.iter().any(|c| c.scenario.percentiles()) {
+            more.push(crate::h1load::README_NOTE.to_string());
         }
         if self.client.is_some() || self.executor.is_some() || self.proxy.is_some() {
             more.push(

@@ -142,6 +142,13 @@ const H3: [(Scenario, &str, Goal); 4] = [
         ),
     ),
 ];
+// Issue 31's, against actix-web: the seed library's headline shape (10,000 connections,
+// 1 KiB echoes), and the tail at a fixed rate (50 % and 80 % of axum::serve's saturated
+// rate, coordinated omission corrected).
+const C10K_CPU: Goal = Goal::filed(31, 1.0, Ratio);
+const C10K_RSS: Goal = Goal::filed(31, 0.3, Ratio);
+const C10K_P99: Goal = Goal::filed(31, 1.0, Ratio);
+const RATE_TAIL: Goal = Goal::filed(31, 1.0, Ratio);
 // Issue 4's for fibr::client against hyper-util's legacy client, issue 2's for the executor.
 const CLIENT_CPU: Goal = Goal::filed(4, 0.80, Ratio);
 const EXECUTOR: Goal = Goal::filed(2, 1.0, Ratio);
@@ -208,9 +215,10 @@ impl Report {
         );
         let mut parts = Vec::new();
         let mut all = true;
+        // Issue 5's scenarios (issue 31's have goals of their own, below).
         for sc in Scenario::ALL
             .into_iter()
-            .filter(|sc| sc.on_servers() && !sc.ws() && !sc.tls() && !sc.h2())
+            .filter(|sc| sc.on_servers() && !sc.ws() && !sc.tls() && !sc.h2() && !sc.percentiles())
         {
             let f = if sc.idle() { PER_CONN } else { CPU_PER_REQ };
             let r = self.ratio(sc, "fibr", "actix", f);
@@ -227,6 +235,37 @@ impl Report {
             parts.join(", "),
             all,
         );
+        let vs_actix = |sc, f| self.ratio(sc, "fibr", "actix", f);
+        t.one(
+            "CPU/request vs actix-web, 10,000 connections POST 1 KiB",
+            &C10K_CPU,
+            vs_actix(Scenario::C10k, CPU_PER_REQ),
+        );
+        t.one(
+            "peak RSS vs actix-web, 10,000 connections POST 1 KiB",
+            &C10K_RSS,
+            vs_actix(Scenario::C10k, PEAK_RSS),
+        );
+        t.one(
+            "p99 latency vs actix-web, 10,000 connections POST 1 KiB",
+            &C10K_P99,
+            vs_actix(Scenario::C10k, P99),
+        );
+        for sc in [Scenario::Rate50, Scenario::Rate80] {
+            let (p99, p999) = (vs_actix(sc, P99), vs_actix(sc, P999));
+            t.row(
+                &format!(
+                    "p99; p99.9 latency vs actix-web at {:.0} % of axum::serve's saturated rate \
+                     (coordinated omission corrected) ≤ {}",
+                    sc.rate().unwrap_or(f64::NAN) * 100.0,
+                    RATE_TAIL.bound()
+                ),
+                &RATE_TAIL,
+                p99.max(p999),
+                format!("{}; {}", fmt_ratio(p99), fmt_ratio(p999)),
+                p99 <= RATE_TAIL.max && p999 <= RATE_TAIL.max,
+            );
+        }
         t.one(
             "HTTPS CPU/request vs axum on tokio-rustls, keep-alive GET",
             &TLS_PLAIN_CPU,

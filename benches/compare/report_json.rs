@@ -22,11 +22,16 @@ impl Report {
                 } else {
                     v["runs"] = c.loads.iter().map(load_json).collect();
                     v["median"] = json!({
-                        "rps": median(c.values(Figure::Load(|l| l.rps()))),
+                        "rps": median(c.values(RPS)),
                         "cpu_per_req_us": median(c.values(CPU_PER_REQ)),
-                        "p99_us": median(c.values(Figure::Load(|l| l.p99_us))),
-                        "peak_rss_kib": median(c.values(Figure::Load(|l| l.peak_rss_kib as f64))),
+                        "p99_us": median(c.values(P99)),
+                        "peak_rss_kib": median(c.values(PEAK_RSS)),
                     });
+                    if c.scenario.percentiles() {
+                        v["median"]["p50_us"] = json!(median(c.values(Figure::Load(|l| l.p50_us))));
+                        v["median"]["p999_us"] = json!(median(c.values(P999)));
+                        v["median"]["max_us"] = json!(median(c.values(Figure::Load(|l| l.max_us))));
+                    }
                 }
                 let f = if c.scenario.idle() {
                     PER_CONN
@@ -72,6 +77,9 @@ impl Report {
         if let Some(p) = &self.proxy {
             doc["proxy"] = p.clone();
         }
+        if let Some(b) = &self.rate_base {
+            doc["rate_base"] = json!({ "rps": b.rps, "from": b.from });
+        }
         let mut text = serde_json::to_string_pretty(&doc).expect("JSON values serialize");
         text.push('\n');
         text
@@ -109,6 +117,8 @@ impl Report {
                         n: n(r, "n")? as usize,
                     });
                 } else {
+                    // Only `compare/h1load.rs`'s scenarios have these (and older JSON none).
+                    let opt = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
                     cell.loads.push(Load {
                         requests: n(r, "requests")? as u64,
                         wall: Duration::from_secs_f64(n(r, "wall_s")?),
@@ -117,6 +127,10 @@ impl Report {
                         other_server_us: n(r, "other_server_us")?,
                         other_client_us: n(r, "other_client_us")?,
                         p99_us: n(r, "p99_us")?,
+                        p50_us: opt("p50_us"),
+                        p999_us: opt("p999_us"),
+                        max_us: opt("max_us"),
+                        target_rps: r["target_rps"].as_f64().unwrap_or(0.0),
                         peak_rss_kib: n(r, "peak_rss_kib")? as u64,
                         idle_rss_kib: n(r, "idle_rss_kib")? as u64,
                         opens: n(r, "opens")? as u64,
@@ -153,6 +167,13 @@ impl Report {
                 Some(p) => micro::proxy_figs(p).map(|_| Some(p.clone()))?,
                 None => None,
             },
+            rate_base: match v.get("rate_base") {
+                Some(b) => Some(RateBase {
+                    rps: n(b, "rps")?,
+                    from: b["from"].as_str().unwrap_or("?").to_string(),
+                }),
+                None => None,
+            },
             sides: match v.get("sides").and_then(Value::as_array) {
                 Some(sides) => sides
                     .iter()
@@ -165,7 +186,7 @@ impl Report {
 }
 
 fn load_json(l: &Load) -> Value {
-    json!({
+    let mut v = json!({
         "requests": l.requests,
         "wall_s": l.wall.as_secs_f64(),
         "cpu_us": l.cpu_us,
@@ -179,7 +200,19 @@ fn load_json(l: &Load) -> Value {
         "errors": l.errors,
         "rps": l.rps(),
         "cpu_per_req_us": l.cpu_per_req(),
-    })
+    });
+    // `compare/h1load.rs`'s figures (NaN, left out, from the other generators).
+    for (k, x) in [
+        ("p50_us", l.p50_us),
+        ("p999_us", l.p999_us),
+        ("max_us", l.max_us),
+        ("target_rps", l.target_rps),
+    ] {
+        if x.is_finite() && x > 0.0 {
+            v[k] = json!(x);
+        }
+    }
+    v
 }
 
 fn idle_json(r: &Idle) -> Value {
