@@ -13,6 +13,9 @@
 //! Router's own cost: routing, extractors, its boxed futures and bodies, the extensions it
 //! inserts. Figures: nanoseconds and heap allocations per request (median of the runs).
 
+#[path = "support/skip.rs"]
+mod skip;
+
 #[path = "../examples/common/bench_routes.rs"]
 #[allow(dead_code)]
 mod bench_routes;
@@ -132,8 +135,7 @@ where
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--test" || a == "--list") {
-        // `cargo test --benches` builds and lists this bench; it measures nothing then.
+    if skip::skip_unless_benchmarking() {
         return;
     }
     let args: Vec<String> = std::env::args().collect();

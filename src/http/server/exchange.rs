@@ -58,13 +58,14 @@ where
     }
 }
 
-/// Calls the service if it is ready (and polls the call once); gives the request back if
-/// it is not. A failure or panic becomes a 500 (one in `poll_ready` also ends the
-/// connection).
+/// Calls the service if it is ready (and, with `poll_now`, polls the call once); gives the
+/// request back if it is not. A failure or panic becomes a 500 (one in `poll_ready` also
+/// ends the connection).
 pub(super) fn call_service<S, B>(
     svc: &mut S,
     waker: &Waker,
     req: Request<Incoming>,
+    poll_now: bool,
 ) -> Result<Stage<S::Future, B>, Box<Request<Incoming>>>
 where
     S: Service<Request<Incoming>, Response = Response<B>>,
@@ -74,7 +75,8 @@ where
     match catch_unwind(AssertUnwindSafe(|| svc.poll_ready(&mut cx))) {
         Ok(Poll::Pending) => Err(Box::new(req)),
         Ok(Poll::Ready(Ok(()))) => Ok(match catch_unwind(AssertUnwindSafe(|| svc.call(req))) {
-            Ok(fut) => poll_call(Box::pin(fut), &mut cx),
+            Ok(fut) if poll_now => poll_call(Box::pin(fut), &mut cx),
+            Ok(fut) => Stage::Calling(Box::pin(fut)),
             Err(payload) => {
                 crate::http::panic::log_panic("the service, while being called,", &*payload);
                 Stage::Failed {

@@ -177,7 +177,11 @@ where
             req.extensions_mut().insert(switch.clone());
             *self.switch = Some(switch);
         }
-        let (exchange, called) = match call_service(self.svc, self.waker, req) {
+        // A request with a body is polled once the round has decoded what came with its
+        // head (`H1State::drive` polls every call): its first poll then finds the body
+        // there, rather than waiting and being woken for another round.
+        let poll_now = sender.is_none();
+        let (exchange, called) = match call_service(self.svc, self.waker, req, poll_now) {
             Ok(stage) => (stage, true),
             Err(req) => (Stage::Waiting(req), false),
         };
@@ -311,7 +315,7 @@ where
             return;
         };
         let (h1, calls) = self.split(conn, cfg);
-        let called = call_service(calls.svc, calls.waker, *req);
+        let called = call_service(calls.svc, calls.waker, *req, true);
         let now_called = called.is_ok();
         if let Some(stage) = h1.last_mut() {
             *stage = match called {

@@ -102,7 +102,7 @@ where
         *req.version_mut() = Version::HTTP_2;
         *req.headers_mut() = head.headers;
         self.tls.extend(&mut req);
-        let stage = call_service(self.svc, self.waker, req).unwrap_or_else(Stage::Waiting);
+        let stage = call_service(self.svc, self.waker, req, true).unwrap_or_else(Stage::Waiting);
         let exchange = Exchange {
             stage,
             unsent: None,
@@ -241,7 +241,7 @@ where
                 let Stage::Waiting(req) = std::mem::replace(&mut x.stage, Stage::Moving) else {
                     unreachable!("matched above")
                 };
-                x.stage = call_service(svc, waker, *req).unwrap_or_else(Stage::Waiting);
+                x.stage = call_service(svc, waker, *req, true).unwrap_or_else(Stage::Waiting);
             }
             progress(x, w, conn, &mut cx, cfg);
             if let Some(at) = x.deadline.filter(|_| w.awaits_head()) {
