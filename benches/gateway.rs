@@ -16,7 +16,8 @@
 //!   `Router` whose fallback is `fibr::gateway::Gateway`, on `fibr::serve`, with its
 //!   default forwarding fields (`Forwarded`, `X-Forwarded-For`, `X-Forwarded-Proto`, `Via`);
 //! - **nginx**: Debian's nginx from a config this bench writes: one worker process,
-//!   `proxy_pass` to an `upstream` block with `keepalive 64`, `proxy_http_version 1.1`;
+//!   `proxy_pass` to an `upstream` block with `keepalive 1024` (as many idle upstream
+//!   connections as fibr's gateway keeps by default), `proxy_http_version 1.1`;
 //! - **axum proxy**: `benches/peers` `axum_gateway`, axum's reverse-proxy example (a
 //!   fallback handler sending each request through hyper-util's pooled legacy client) on
 //!   `axum::serve`, a tokio runtime with one worker.
@@ -244,7 +245,7 @@ fn start(
         .map(Running::Child),
         Gateway::Nginx => Nginx::start(cpu, prefix, |addr| {
             format!(
-                "upstream up {{ server {upstream}; keepalive 64; }}\n\
+                "upstream up {{ server {upstream}; keepalive 1024; }}\n\
                  keepalive_requests 10000000; keepalive_timeout 300;\n\
                  server {{ listen {addr}; location / {{ proxy_pass http://up; \
                  proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }}"

@@ -64,7 +64,10 @@ pub struct Config {
     pub tunnel_idle_timeout: Option<Duration>,
     /// Largest upstream response head; a larger one is malformed (502).
     pub max_response_head: usize,
-    /// Idle upstream connections kept per upstream.
+    /// Idle upstream connections kept per upstream. Room for as many as the gateway has
+    /// requests in flight: one closed for want of room is connected again for a later
+    /// request, a connect and a close (both ends' kernels) where reuse costs nothing; an
+    /// idle one costs a socket and about 600 B, and `pool_idle_timeout` ends it.
     pub pool_max_idle: usize,
     /// How long an idle upstream connection is kept.
     pub pool_idle_timeout: Option<Duration>,
@@ -93,7 +96,7 @@ impl Default for Config {
             tunnel_buffer: 16 * 1024,
             tunnel_idle_timeout: Some(Duration::from_secs(300)),
             max_response_head: 64 * 1024,
-            pool_max_idle: 64,
+            pool_max_idle: 1024,
             pool_idle_timeout: Some(Duration::from_secs(90)),
             #[cfg(feature = "tls")]
             tls: None,
