@@ -12,6 +12,7 @@ mod common;
 use axum::routing::{any, get};
 use axum::Router;
 use common::bounded;
+use common::ws_echo::echo;
 use fibr::net::TcpListener;
 use fibr::ws::{close_code, CloseFrame, DeflateConfig, Message, WebSocket, WebSocketUpgrade};
 use std::io::{Read, Write};
@@ -24,23 +25,6 @@ use tungstenite::protocol::frame::coding::CloseCode as TCloseCode;
 use tungstenite::Message as TMessage;
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// Every text and binary message back; a text "close" closes with 4000 "bye".
-async fn echo(mut socket: WebSocket) {
-    while let Some(Ok(msg)) = socket.recv().await {
-        let reply = match msg {
-            Message::Text(t) if t == "close" => Message::Close(Some(CloseFrame {
-                code: 4000,
-                reason: "bye".into(),
-            })),
-            Message::Text(_) | Message::Binary(_) => msg,
-            _ => continue,
-        };
-        if socket.send(reply).await.is_err() {
-            return;
-        }
-    }
-}
 
 /// axum's own echo, on the same server.
 async fn axum_echo(mut socket: axum::extract::ws::WebSocket) {
