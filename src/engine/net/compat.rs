@@ -13,20 +13,15 @@ use std::task::{Context, Poll};
 
 /// Reads into possibly uninitialized memory (the kernel only writes what it returns).
 ///
-/// While the loop has reported no readiness since the last read that would have blocked,
-/// this waits without a syscall (hyper polls its connection's read side several times per
-/// message; each poll would otherwise be a failed `read(2)`). Readiness is never lost: an
-/// edge that arrives after the check wakes the stored waker, and a new registration gets
-/// the socket's current state as its first event.
+/// hyper polls its connection's read side several times per message; while the loop has
+/// reported nothing since the last read that would block or came up short, the poll waits
+/// without a syscall (`Registration::poll_stream_io`).
 fn read_uninit(
     reg: &Registration,
     cx: &mut Context<'_>,
     dst: &mut [MaybeUninit<u8>],
 ) -> Poll<io::Result<usize>> {
-    if reg.poll_ready(cx, Direction::Read).is_pending() {
-        return Poll::Pending;
-    }
-    reg.poll_io(cx, Direction::Read, |fd| {
+    reg.poll_stream_io(cx, Direction::Read, dst.len(), |fd| {
         // SAFETY: `dst` is valid for writes of `dst.len()` bytes; read(2) initializes the
         // bytes it reports and no others are read back.
         let n = unsafe { libc::read(fd, dst.as_mut_ptr().cast(), dst.len()) };

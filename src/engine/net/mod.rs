@@ -44,13 +44,8 @@ macro_rules! stream_io {
                 cx: &mut Context<'_>,
                 buf: &mut [u8],
             ) -> Poll<io::Result<usize>> {
-                // No readiness since the last read that would have blocked: wait without
-                // a syscall (the loop's next edge wakes us).
-                if self.reg.poll_ready(cx, Direction::Read).is_pending() {
-                    return Poll::Pending;
-                }
                 self.reg
-                    .poll_io(cx, Direction::Read, |fd| socket::read(fd, buf))
+                    .poll_stream_io(cx, Direction::Read, buf.len(), |fd| socket::read(fd, buf))
             }
 
             /// Polls a write of (part of) `buf`.
@@ -64,8 +59,10 @@ macro_rules! stream_io {
                 cx: &mut Context<'_>,
                 bufs: &[IoSlice<'_>],
             ) -> Poll<io::Result<usize>> {
-                self.reg
-                    .poll_io(cx, Direction::Write, |fd| socket::send_vectored(fd, bufs))
+                let len = bufs.iter().map(|b| b.len()).sum();
+                self.reg.poll_stream_io(cx, Direction::Write, len, |fd| {
+                    socket::send_vectored(fd, bufs)
+                })
             }
 
             /// Shuts down the write half (the peer reads end of stream).
@@ -217,7 +214,7 @@ impl TcpStream {
 
     async fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
         let stream = TcpStream {
-            reg: Registration::new(socket::tcp_connect(addr)?)?,
+            reg: Registration::connecting(socket::tcp_connect(addr)?)?,
         };
         poll_fn(|cx| stream.reg.poll_ready(cx, Direction::Write)).await;
         if let Some(e) = socket::take_error(stream.reg.fd())? {
@@ -340,7 +337,7 @@ impl UnixStream {
     /// Connects to the socket at `path`.
     pub async fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
         let stream = UnixStream {
-            reg: Registration::new(socket::unix_connect(path.as_ref())?)?,
+            reg: Registration::connecting(socket::unix_connect(path.as_ref())?)?,
         };
         poll_fn(|cx| stream.reg.poll_ready(cx, Direction::Write)).await;
         if let Some(e) = socket::take_error(stream.reg.fd())? {

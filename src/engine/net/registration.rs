@@ -29,7 +29,10 @@ const CLOSED: u64 = 4;
 /// The loop gave up on the source (it could not be registered, the engine's shutdown
 /// deadline passed, or the loop stopped): no event will ever come again. Never cleared.
 const ABORTED: u64 = 8;
-const TICK: u64 = 16;
+/// The peer ended its side (a FIN: `EPOLLRDHUP`). Reads must go on until they see the end,
+/// and no new edge will come for it, so a short read never clears it.
+const READ_CLOSED: u64 = 16;
+const TICK: u64 = 32;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Direction {
@@ -40,8 +43,15 @@ pub(crate) enum Direction {
 impl Direction {
     fn bits(self) -> u64 {
         match self {
-            Direction::Read => READABLE | CLOSED,
+            Direction::Read => READABLE | CLOSED | READ_CLOSED,
             Direction::Write => WRITABLE | CLOSED,
+        }
+    }
+
+    fn ready_bit(self) -> u64 {
+        match self {
+            Direction::Read => READABLE,
+            Direction::Write => WRITABLE,
         }
     }
 }
@@ -67,6 +77,9 @@ impl Source<Runtime> for IoSource {
         }
         if ev.closed {
             bits |= CLOSED;
+        }
+        if ev.read_closed {
+            bits |= READ_CLOSED;
         }
         self.set_ready(bits);
         // A one-shot event disarmed both directions: keep waiting for the one still wanted.
@@ -99,6 +112,18 @@ fn aborted() -> io::Error {
 }
 
 impl IoSource {
+    /// A source whose readiness starts as `ready` (see `Registration::new`).
+    fn new(fd: OwnedFd, ready: u64) -> IoSource {
+        IoSource {
+            fd,
+            token: AtomicU64::new(u64::MAX),
+            readiness: AtomicU64::new(ready),
+            readers: Mutex::new(None),
+            writers: Mutex::new(None),
+            arm: Mutex::new(()),
+        }
+    }
+
     /// Re-arms a one-shot registration for the directions that have a waiting task.
     fn rearm_waiters(&self, lp: &Loop, token: u64) {
         if token == u64::MAX || !lp.poller.needs_rearm() {
@@ -119,34 +144,58 @@ impl IoSource {
     /// `WouldBlock`; then clears this direction's readiness (unless newer readiness
     /// arrived, in which case it tries again) and parks the waker. Pending means parked:
     /// the caller re-arms a one-shot registration. `stopped` ends the wait with an error.
+    ///
+    /// While this direction's readiness is clear, the call that last would block is the
+    /// newest news of the descriptor, so `op` is not tried (a system call that can only
+    /// answer `EAGAIN`): the task parks, and the loop's next edge wakes it.
+    ///
+    /// `drained` says whether a result shows the call used up the readiness (a short read
+    /// emptied the socket, a short write filled its buffer): then readiness is cleared as
+    /// for a would-block, unless newer readiness arrived, and the next call waits for an
+    /// edge instead of making the failing call first.
     fn poll_io<R>(
         &self,
         cx: &mut Context<'_>,
         dir: Direction,
         mut op: impl FnMut() -> io::Result<R>,
+        drained: impl Fn(&R) -> bool,
         stopped: impl Fn() -> bool,
     ) -> Poll<io::Result<R>> {
         loop {
             let seen = self.readiness.load(Ordering::Acquire);
-            match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                other => return Poll::Ready(other),
-            }
-            if seen & ABORTED != 0 {
-                return Poll::Ready(Err(aborted()));
+            let cleared = seen & !dir.bits();
+            if seen & (dir.bits() | ABORTED) != 0 {
+                match op() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Ok(r) => {
+                        if seen & ABORTED == 0 && drained(&r) {
+                            // CLOSED and READ_CLOSED stay: a FIN behind the data gets no new edge.
+                            let _ = self.readiness.compare_exchange(
+                                seen,
+                                seen & !dir.ready_bit(),
+                                Ordering::AcqRel,
+                                Ordering::Acquire,
+                            );
+                        }
+                        return Poll::Ready(Ok(r));
+                    }
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+                if seen & ABORTED != 0 {
+                    return Poll::Ready(Err(aborted()));
+                }
+                // Would block: clear this direction's readiness unless new readiness arrived.
+                if self
+                    .readiness
+                    .compare_exchange(seen, cleared, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    continue;
+                }
             }
             if stopped() {
                 return Poll::Ready(Err(io::Error::other("the fibr runtime has been shut down")));
-            }
-            // Would block: clear this direction's readiness unless new readiness arrived.
-            let cleared = seen & !dir.bits();
-            if self
-                .readiness
-                .compare_exchange(seen, cleared, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                continue;
             }
             *self.waiter(dir).lock().unwrap() = Some(cx.waker().clone());
             // Readiness may have come while the waker was being stored.
@@ -191,7 +240,7 @@ impl IoSource {
                 Err(actual) => cur = actual,
             }
         }
-        if bits & (READABLE | CLOSED) != 0 {
+        if bits & Direction::Read.bits() != 0 {
             if let Some(w) = self.readers.lock().unwrap().take() {
                 w.wake();
             }
@@ -213,18 +262,25 @@ pub(crate) struct Registration {
 
 impl Registration {
     /// Registers `fd` (already non-blocking) with a loop of the current runtime.
+    ///
+    /// A descriptor may already have bytes or room (an accepted socket often has its
+    /// request waiting), so both directions start ready: the first I/O is tried at once
+    /// instead of waiting for the loop to register it and report.
     pub fn new(fd: OwnedFd) -> io::Result<Registration> {
+        Registration::with_readiness(fd, READABLE | WRITABLE)
+    }
+
+    /// Registers a socket whose non-blocking connect is under way: nothing is ready until
+    /// the loop reports it writable, which is when the connect has ended (either way).
+    pub fn connecting(fd: OwnedFd) -> io::Result<Registration> {
+        Registration::with_readiness(fd, 0)
+    }
+
+    fn with_readiness(fd: OwnedFd, ready: u64) -> io::Result<Registration> {
         let rt = Runtime::current();
         rt.ensure_running()?;
         let lp = rt.pick_loop().clone();
-        let src = Arc::new(IoSource {
-            fd,
-            token: AtomicU64::new(u64::MAX),
-            readiness: AtomicU64::new(0),
-            readers: Mutex::new(None),
-            writers: Mutex::new(None),
-            arm: Mutex::new(()),
-        });
+        let src = Arc::new(IoSource::new(fd, ready));
         lp.send(Command::Register(src.fd.as_raw_fd(), src.clone()));
         Ok(Registration { src, lp, rt })
     }
@@ -249,12 +305,35 @@ impl Registration {
         &self,
         cx: &mut Context<'_>,
         dir: Direction,
+        op: impl FnMut(RawFd) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_io_drained(cx, dir, op, |_| false)
+    }
+
+    /// `poll_io` for a byte stream's read or write of `len` bytes: a short count means the
+    /// socket is drained (or its send buffer full), so the next call waits for the loop's
+    /// edge instead of first making a call that can only answer `EAGAIN`.
+    pub fn poll_stream_io(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
+        len: usize,
+        op: impl FnMut(RawFd) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        self.poll_io_drained(cx, dir, op, |&n| n > 0 && n < len)
+    }
+
+    fn poll_io_drained<R>(
+        &self,
+        cx: &mut Context<'_>,
+        dir: Direction,
         mut op: impl FnMut(RawFd) -> io::Result<R>,
+        drained: impl Fn(&R) -> bool,
     ) -> Poll<io::Result<R>> {
         let fd = self.fd();
         let r = self
             .src
-            .poll_io(cx, dir, || op(fd), || self.rt.is_stopped());
+            .poll_io(cx, dir, || op(fd), drained, || self.rt.is_stopped());
         if r.is_pending() {
             self.rearm();
         }
@@ -286,6 +365,63 @@ impl Drop for Registration {
     }
 }
 
+#[cfg(all(test, not(fibr_loom)))]
+mod tests {
+    use super::{Direction, IoSource, READABLE, READ_CLOSED, WRITABLE};
+    use std::cell::Cell;
+    use std::io;
+    use std::sync::atomic::Ordering;
+    use std::task::{Context, Poll, Waker};
+
+    /// The system calls a task makes: one on a fresh source, none while its readiness is
+    /// clear after a would-block, one again once the loop reports the direction ready.
+    #[test]
+    fn no_call_while_readiness_is_clear() {
+        let src = IoSource::new(
+            std::fs::File::open("/dev/null").unwrap().into(),
+            READABLE | WRITABLE,
+        );
+        let calls = Cell::new(0);
+        let would_block = || -> io::Result<usize> {
+            calls.set(calls.get() + 1);
+            Err(io::ErrorKind::WouldBlock.into())
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut poll = || src.poll_io(&mut cx, Direction::Read, would_block, |_| false, || false);
+        assert!(poll().is_pending());
+        assert_eq!(calls.get(), 1, "a fresh source tries the call at once");
+        assert!(poll().is_pending());
+        assert_eq!(calls.get(), 1, "tried the call with no readiness reported");
+        src.set_ready(READABLE);
+        assert!(poll().is_pending());
+        assert_eq!(calls.get(), 2, "did not try the call once readable");
+        assert_eq!(src.readiness.load(Ordering::SeqCst) & READABLE, 0);
+    }
+
+    /// A short read clears readability, but not a peer's FIN that came with the data
+    /// (one edge reported both): the next read is tried and sees the end of the stream.
+    #[test]
+    fn fin_behind_a_short_read_is_still_read() {
+        let src = IoSource::new(std::fs::File::open("/dev/null").unwrap().into(), 0);
+        src.set_ready(READABLE | READ_CLOSED);
+        let queued = Cell::new(vec![26, 0]);
+        let read = || -> io::Result<usize> {
+            let mut q = queued.take();
+            let n = q.remove(0);
+            queued.set(q);
+            Ok(n)
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut poll = || src.poll_io(&mut cx, Direction::Read, read, |&n| n > 0, || false);
+        assert!(matches!(poll(), Poll::Ready(Ok(26))));
+        assert_eq!(src.readiness.load(Ordering::SeqCst) & READABLE, 0);
+        assert!(
+            matches!(poll(), Poll::Ready(Ok(0))),
+            "the FIN behind a short read was not read: nothing will report it again"
+        );
+    }
+}
+
 #[cfg(all(test, fibr_loom))]
 mod loom_tests {
     //! The readiness word's protocol under every interleaving loom finds: the loop's
@@ -296,25 +432,26 @@ mod loom_tests {
     use super::{Direction, IoSource, CLOSED, READABLE, WRITABLE};
     use crate::engine::reactor::Source;
     use crate::loom_support::counting_waker;
-    use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-    use loom::sync::Mutex;
+    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use loom::thread;
     use std::io;
     use std::sync::Arc;
     use std::task::{Context, Poll};
 
+    /// A source as a task finds it after its last call would block: no readiness, so
+    /// `poll_io` parks without trying the call until the loop reports.
     fn source() -> Arc<IoSource> {
+        let src = fresh_source();
+        src.readiness.store(0, Ordering::SeqCst);
+        src
+    }
+
+    /// A source as registered: both directions assumed ready, so the first call is tried.
+    fn fresh_source() -> Arc<IoSource> {
         let fd = std::fs::File::open("/dev/null")
             .expect("open /dev/null")
             .into();
-        Arc::new(IoSource {
-            fd,
-            token: AtomicU64::new(u64::MAX),
-            readiness: AtomicU64::new(0),
-            readers: Mutex::new(None),
-            writers: Mutex::new(None),
-            arm: Mutex::new(()),
-        })
+        Arc::new(IoSource::new(fd, READABLE | WRITABLE))
     }
 
     /// A non-blocking read of the modelled socket: all bytes queued, or WouldBlock.
@@ -330,8 +467,18 @@ mod loom_tests {
     /// Either the task reads the data now, or it is woken, and the next poll reads it.
     #[test]
     fn readable_edge_is_never_lost() {
-        loom::model(|| {
-            let src = source();
+        readable_edge_with(source);
+    }
+
+    /// The same, on a source just registered (readiness assumed, the first read tried).
+    #[test]
+    fn readable_edge_is_never_lost_on_a_fresh_source() {
+        readable_edge_with(fresh_source);
+    }
+
+    fn readable_edge_with(make: fn() -> Arc<IoSource>) {
+        loom::model(move || {
+            let src = make();
             let queued = Arc::new(AtomicUsize::new(0));
             let (src2, queued2) = (src.clone(), queued.clone());
             let lp = thread::spawn(move || {
@@ -340,7 +487,13 @@ mod loom_tests {
             });
             let (count, waker) = counting_waker();
             let mut cx = Context::from_waker(&waker);
-            let first = src.poll_io(&mut cx, Direction::Read, || read(&queued), || false);
+            let first = src.poll_io(
+                &mut cx,
+                Direction::Read,
+                || read(&queued),
+                |_| false,
+                || false,
+            );
             lp.join().unwrap();
             match first {
                 Poll::Ready(r) => assert_eq!(r.unwrap(), 1),
@@ -349,7 +502,13 @@ mod loom_tests {
                         count.wakes() >= 1,
                         "parked with readiness reported and no wake-up"
                     );
-                    match src.poll_io(&mut cx, Direction::Read, || read(&queued), || false) {
+                    match src.poll_io(
+                        &mut cx,
+                        Direction::Read,
+                        || read(&queued),
+                        |_| false,
+                        || false,
+                    ) {
                         Poll::Ready(r) => assert_eq!(r.unwrap(), 1),
                         Poll::Pending => panic!("woken, but the data was not there"),
                     }
@@ -364,7 +523,18 @@ mod loom_tests {
     /// executor, polls again whenever it was woken. By the end it has read every byte.
     #[test]
     fn clear_never_erases_newer_readiness() {
-        loom::model(|| {
+        two_edges_all_read(|_| false);
+    }
+
+    /// The same where every read is short (a stream read that drained the socket), so a
+    /// successful read clears readiness too and the next poll waits without a call.
+    #[test]
+    fn short_read_clear_never_erases_newer_readiness() {
+        two_edges_all_read(|&n| n > 0);
+    }
+
+    fn two_edges_all_read(drained: fn(&usize) -> bool) {
+        loom::model(move || {
             let src = source();
             let queued = Arc::new(AtomicUsize::new(0));
             let (src2, queued2) = (src.clone(), queued.clone());
@@ -378,9 +548,13 @@ mod loom_tests {
             let mut cx = Context::from_waker(&waker);
             let mut got = 0;
             let mut run = |got: &mut usize| {
-                while let Poll::Ready(r) =
-                    src.poll_io(&mut cx, Direction::Read, || read(&queued), || false)
-                {
+                while let Poll::Ready(r) = src.poll_io(
+                    &mut cx,
+                    Direction::Read,
+                    || read(&queued),
+                    drained,
+                    || false,
+                ) {
                     *got += r.unwrap();
                 }
             };
@@ -421,12 +595,18 @@ mod loom_tests {
                     true => Ok(1usize),
                     false => Err(io::Error::from(io::ErrorKind::WouldBlock)),
                 };
-                let first = src3.poll_io(&mut cx, Direction::Write, write, || false);
+                let first = src3.poll_io(&mut cx, Direction::Write, write, |_| false, || false);
                 (first.is_ready(), count)
             });
             let (count, waker) = counting_waker();
             let mut cx = Context::from_waker(&waker);
-            let reader_ready = src.poll_io(&mut cx, Direction::Read, || read(&queued), || false);
+            let reader_ready = src.poll_io(
+                &mut cx,
+                Direction::Read,
+                || read(&queued),
+                |_| false,
+                || false,
+            );
             lp.join().unwrap();
             let (writer_ready, wcount) = writer.join().unwrap();
             assert!(
@@ -470,12 +650,12 @@ mod loom_tests {
             let (_count, waker) = counting_waker();
             let mut cx = Context::from_waker(&waker);
             let never = || -> io::Result<usize> { Err(io::ErrorKind::WouldBlock.into()) };
-            let first = src.poll_io(&mut cx, Direction::Read, never, || false);
+            let first = src.poll_io(&mut cx, Direction::Read, never, |_| false, || false);
             lp.join().unwrap();
             assert!(src.readiness.load(Ordering::SeqCst) & CLOSED != 0 || first.is_pending());
             // After the abort, every poll must end (an error), never park.
             assert!(
-                src.poll_io(&mut cx, Direction::Read, never, || false)
+                src.poll_io(&mut cx, Direction::Read, never, |_| false, || false)
                     .is_ready(),
                 "parked on an aborted source: no event will ever wake this task"
             );
