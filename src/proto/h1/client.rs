@@ -4,13 +4,14 @@
 
 use std::fmt;
 
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Version};
 
 use super::encode::{put_dec, put_header};
 use super::framing::BodyFraming;
-use super::parse::{list_elements, parse_content_length, HeaderSlots, TransferEncodingState};
+use super::parse::{
+    copy_head, list_elements, parse_content_length, HeaderSlots, TransferEncodingState,
+};
 
 /// Bounds on one response head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,7 +125,7 @@ fn build_head(
     };
 
     // One copy of the head; header values are slices of it.
-    let shared = Bytes::copy_from_slice(head);
+    let shared = copy_head(head);
     let base = head.as_ptr() as usize;
     let share = |s: &[u8]| {
         let start = s.as_ptr() as usize - base;

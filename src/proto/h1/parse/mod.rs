@@ -9,6 +9,9 @@ use http::{Method, Uri, Version};
 
 pub(crate) use super::error::ParseError;
 use super::framing::BodyFraming;
+pub(crate) use head_copy::copy_head;
+
+mod head_copy;
 
 /// Bounds on one request head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -324,7 +327,7 @@ fn build_head(
     }
 
     // One copy of the head; the URI and header values are slices of it (no copy each).
-    let shared = Bytes::copy_from_slice(head);
+    let shared = copy_head(head);
     let base = head.as_ptr() as usize;
     let share = |s: &[u8]| -> Bytes {
         let start = s.as_ptr() as usize - base;
