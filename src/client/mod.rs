@@ -225,7 +225,9 @@ impl<C: Connector> Client<C> {
         #[cfg(feature = "http3")]
         if let Some(h3) = &self.inner.h3 {
             let (max_body, timeout) = (self.inner.max_body, self.inner.connect_timeout);
-            if let Some(r) = h3.send(&key, &mut req, max_body, timeout).await {
+            // Boxed: HTTP/3's exchange is large, and a request over TCP should not carry
+            // its room in every move of its future.
+            if let Some(r) = Box::pin(h3.send(&key, &mut req, max_body, timeout)).await {
                 return r;
             }
         }
@@ -317,7 +319,9 @@ impl<C: Connector> Client<C> {
         } else {
             None
         };
-        let io = self.connect(&dst).await?;
+        // Boxed: connecting (a resolver, TLS, proxies) is rare beside reusing a pooled
+        // connection, and large; inline, every request's future would carry its room.
+        let io = Box::pin(self.connect(&dst)).await?;
         if prior || (forwarding.is_none() && io.connected().is_negotiated_h2()) {
             let h2 = H2Conn::start(io, &self.inner.h2, self.inner.idle_timeout);
             match guard {

@@ -1,6 +1,6 @@
 //! The gateway's settings ([`Config`]) and its upstreams ([`Upstream`]).
 
-use http::uri::{Authority, Scheme};
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use std::fmt;
 use std::time::Duration;
@@ -237,11 +237,12 @@ impl Upstream {
     }
 
     /// The URI a request for `path_and_query` (origin form) is sent to.
-    pub(crate) fn uri(&self, path_and_query: &str) -> Result<Uri, http::Error> {
+    pub(crate) fn uri(&self, path_and_query: &PathAndQuery) -> Result<Uri, http::Error> {
+        // Without a prefix the request's own (shared) bytes go on: no copy.
         let pq = if self.prefix.is_empty() {
-            path_and_query.to_owned()
+            path_and_query.clone()
         } else {
-            format!("{}{path_and_query}", self.prefix)
+            PathAndQuery::try_from(format!("{}{path_and_query}", self.prefix))?
         };
         let scheme = if self.speaks.is_tls() {
             Scheme::HTTPS
@@ -278,10 +279,14 @@ mod tests {
     fn upstreams_parse_with_their_protocol_and_prefix() {
         let up = Upstream::parse("http://127.0.0.1:9000").unwrap();
         assert_eq!(up.speaks(), Speaks::Http1);
-        assert_eq!(up.uri("/a?b=1").unwrap(), "http://127.0.0.1:9000/a?b=1");
+        let pq = PathAndQuery::from_static;
+        assert_eq!(
+            up.uri(&pq("/a?b=1")).unwrap(),
+            "http://127.0.0.1:9000/a?b=1"
+        );
         let up = Upstream::parse("h2c://h:81/api/").unwrap();
         assert_eq!(up.speaks(), Speaks::H2c);
-        assert_eq!(up.uri("/x").unwrap(), "http://h:81/api/x");
+        assert_eq!(up.uri(&pq("/x")).unwrap(), "http://h:81/api/x");
         assert_eq!(up.to_string(), "h2c://h:81/api");
         assert!(Upstream::parse("ftp://h/").is_err());
         assert!(Upstream::parse("/path").is_err());

@@ -5,6 +5,7 @@ use super::config::Config;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::Version;
+use std::fmt::{self, Write};
 use std::net::IpAddr;
 
 /// The fields RFC 9110 §7.6.1 makes hop-by-hop, with `Keep-Alive` and `Proxy-Connection`,
@@ -73,14 +74,18 @@ pub(super) fn add_forwarding(headers: &mut HeaderMap, config: &Config, origin: &
     // Room for the four at once: the map grows once, not field by field.
     headers.reserve(4);
     if config.forwarded {
-        append_to_list(headers, header::FORWARDED, forwarded_element(origin).into());
+        append_to_list(
+            headers,
+            header::FORWARDED,
+            value_of(|w| forwarded_element(origin, w)),
+        );
     }
     if config.x_forwarded_for {
-        let ip = match origin.client {
-            Some(ip) => ip.to_string(),
-            None => "unknown".into(),
-        };
-        append_to_list(headers, X_FORWARDED_FOR, ip.into());
+        let ip = value_of(|w| match origin.client {
+            Some(ip) => write!(w, "{ip}"),
+            None => w.write_str("unknown"),
+        });
+        append_to_list(headers, X_FORWARDED_FOR, ip);
     }
     if config.x_forwarded_proto {
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(origin.proto));
@@ -123,23 +128,53 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, value: Bytes) {
 
 /// This hop's `Forwarded` element (RFC 7239 §4): `for`, `proto`, `host`; an IPv6 address
 /// and a host with a port are quoted, as the grammar wants.
-fn forwarded_element(origin: &Origin) -> String {
-    use std::fmt::Write as _;
-    let mut element = String::with_capacity(64);
-    let _ = match origin.client {
-        Some(IpAddr::V4(ip)) => write!(element, "for={ip}"),
-        Some(IpAddr::V6(ip)) => write!(element, "for=\"[{ip}]\""),
-        None => write!(element, "for=unknown"),
-    };
-    let _ = write!(element, ";proto={}", origin.proto);
+fn forwarded_element(origin: &Origin, w: &mut dyn Write) -> fmt::Result {
+    match origin.client {
+        Some(IpAddr::V4(ip)) => write!(w, "for={ip}"),
+        Some(IpAddr::V6(ip)) => write!(w, "for=\"[{ip}]\""),
+        None => write!(w, "for=unknown"),
+    }?;
+    write!(w, ";proto={}", origin.proto)?;
     if let Some(host) = origin.host.as_ref().and_then(|h| h.to_str().ok()) {
         if host.bytes().all(is_tchar) {
-            let _ = write!(element, ";host={host}");
+            write!(w, ";host={host}")?;
         } else if !host.contains(['"', '\\']) {
-            let _ = write!(element, ";host=\"{host}\"");
+            write!(w, ";host=\"{host}\"")?;
         }
     }
-    element
+    Ok(())
+}
+
+/// A field value `write` formats: on the stack, then one copy into its `Bytes` (a
+/// `String` would be a second allocation); a value longer than the stack's room is
+/// formatted into a `String` instead.
+fn value_of(write: impl Fn(&mut dyn Write) -> fmt::Result) -> Bytes {
+    let mut stack = StackValue {
+        buf: [0; 128],
+        len: 0,
+    };
+    if write(&mut stack).is_ok() {
+        return Bytes::copy_from_slice(&stack.buf[..stack.len]);
+    }
+    let mut long = String::new();
+    let _ = write(&mut long);
+    Bytes::from(long)
+}
+
+/// A field value being formatted on the stack: writing past its room fails.
+struct StackValue {
+    buf: [u8; 128],
+    len: usize,
+}
+
+impl Write for StackValue {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        let room = self.buf.get_mut(self.len..end).ok_or(fmt::Error)?;
+        room.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 /// A token character (RFC 9110 §5.6.2).
@@ -221,8 +256,18 @@ mod tests {
     fn forwarded_quotes_ipv6_and_each_choice_can_be_off() {
         let o = origin(Some("2001:db8::1".parse().unwrap()), "example.com");
         assert_eq!(
-            forwarded_element(&o),
+            value_of(|w| forwarded_element(&o, w)),
             "for=\"[2001:db8::1]\";proto=https;host=example.com"
+        );
+        // Longer than the stack's room: formatted whole all the same.
+        let long_host = "h".repeat(300);
+        let o = Origin {
+            host: Some(HeaderValue::from_str(&long_host).unwrap()),
+            ..origin(None, "x")
+        };
+        assert_eq!(
+            value_of(|w| forwarded_element(&o, w)),
+            format!("for=unknown;proto=https;host={long_host}").as_str()
         );
         let none = Config::default()
             .with_x_forwarded_for(false)

@@ -64,6 +64,7 @@ use config::Speaks;
 pub(crate) use headers::strip_hop_by_hop;
 use headers::{accepts_trailers, add_forwarding, add_via, Origin};
 use http::header::{self, HeaderMap, HeaderValue};
+use http::uri::PathAndQuery;
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::Empty;
@@ -180,14 +181,16 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let shared = self.shared.clone();
-        Box::pin(async move { Ok(shared.handle(req).await) })
+        let fut = async move { Ok(shared.handle(req).await) };
+        eprintln!("SIZE {}", std::mem::size_of_val(&fut));
+        Box::pin(fut)
     }
 }
 
 /// What goes upstream of a request, whichever upstream takes it.
 struct Head {
     method: Method,
-    path_and_query: String,
+    path_and_query: PathAndQuery,
     headers: HeaderMap,
 }
 
@@ -205,15 +208,17 @@ impl Shared {
         B: Body + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        // Upgrades are boxed: their futures are large (connecting, TLS, the handshake), and
+        // inline every plain request's future would carry their room.
         if self.config.upgrades && tunnel::is_upgrade(&req) {
-            return tunnel::forward(&self, req).await;
+            return Box::pin(tunnel::forward(&self, req)).await;
         }
         if self.config.upgrades && extended::is_websocket(&req) {
-            return extended::forward(&self, req).await;
+            return Box::pin(extended::forward(&self, req)).await;
         }
         let (parts, body) = req.into_parts();
         let head = self.head_of(parts);
-        self.exchange(&head, Box::pin(body)).await
+        self.exchange(head, Box::pin(body)).await
     }
 
     /// The request's head as it goes upstream: hop-by-hop fields out, forwarding fields
@@ -243,13 +248,14 @@ impl Shared {
             path_and_query: parts
                 .uri
                 .path_and_query()
-                .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()),
+                .cloned()
+                .unwrap_or_else(|| PathAndQuery::from_static("/")),
             headers,
         }
     }
 
     /// Sends the request to an upstream, and to another while a failure allows it.
-    async fn exchange<B>(&self, head: &Head, body: Pin<Box<B>>) -> Response<GatewayBody>
+    async fn exchange<B>(&self, mut head: Head, body: Pin<Box<B>>) -> Response<GatewayBody>
     where
         B: Body + Send + 'static,
         B::Error: Into<BoxError>,
@@ -258,17 +264,31 @@ impl Shared {
         // pooled connection) and which never needs lending.
         let empty = body.is_end_stream();
         let mut body = Some(body);
+        // The upstreams tried before this attempt (no allocation until a retry).
         let mut tried = Vec::new();
         loop {
             let Some(up) = self.upstreams.pick(&tried) else {
                 unreachable!("a request stops before it has tried every upstream");
             };
-            tried.push(up.index());
+            let attempts = tried.len() + 1;
+            let may_follow = attempts <= self.config.retries && attempts < self.upstreams.len();
+            // The fields go upstream as they are on the last attempt there can be.
+            let headers = if may_follow {
+                head.headers.clone()
+            } else {
+                std::mem::take(&mut head.headers)
+            };
             let (result, home) = match body.take().filter(|_| !empty) {
-                None => (self.send(&up, head, Empty::<Bytes>::new()).await, None),
+                None => {
+                    let empty = Empty::<Bytes>::new();
+                    (self.send(&up, &head, headers, empty).await, None)
+                }
                 Some(b) => {
+                    // Boxed: inline, this second exchange would double the room of every
+                    // request's future (the two are not laid over each other).
                     let (lent, home) = Home::lend(b);
-                    (self.send(&up, head, lent).await, Some(home))
+                    let sending = Box::pin(self.send(&up, &head, headers, lent));
+                    (sending.await, Some(home))
                 }
             };
             let failure = match result {
@@ -288,14 +308,12 @@ impl Shared {
                     body.is_some()
                 }
             };
-            let again = at_hand
-                && failure.may_retry(&head.method)
-                && tried.len() <= self.config.retries
-                && tried.len() < self.upstreams.len();
+            let again = may_follow && at_hand && failure.may_retry(&head.method);
             tracing::debug!(upstream = %up.upstream(), error = %failure, again, "upstream failed");
             if !again {
                 return failure.answer(up.upstream());
             }
+            tried.push(up.index());
         }
     }
 
@@ -304,6 +322,7 @@ impl Shared {
         &self,
         up: &InFlight,
         head: &Head,
+        headers: HeaderMap,
         body: T,
     ) -> Result<Response<ResponseBody>, Failure>
     where
@@ -312,7 +331,7 @@ impl Shared {
     {
         let mut req = Request::new(body);
         *req.method_mut() = head.method.clone();
-        *req.headers_mut() = head.headers.clone();
+        *req.headers_mut() = headers;
         self.send_request(up, &head.path_and_query, req).await
     }
 
@@ -320,7 +339,7 @@ impl Shared {
     async fn send_request<T>(
         &self,
         up: &InFlight,
-        path_and_query: &str,
+        path_and_query: &PathAndQuery,
         mut req: Request<T>,
     ) -> Result<Response<ResponseBody>, Failure>
     where

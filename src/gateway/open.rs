@@ -186,7 +186,7 @@ async fn upgrade(shared: &Shared, up: &InFlight, head: &Head) -> Attempt {
     let path = upstream
         .uri(&head.path_and_query)
         .ok()
-        .and_then(|u| u.path_and_query().map(|pq| pq.as_str().to_owned()))
+        .and_then(|u| u.path_and_query().cloned())
         .unwrap_or_else(|| head.path_and_query.clone());
     let mut headers = head.headers.clone();
     if let Ok(host) = HeaderValue::from_str(upstream.authority().as_str()) {
@@ -268,7 +268,7 @@ async fn exchange(
     let mut out = Vec::new();
     encode_request_head(
         &head.method,
-        &head.path_and_query,
+        head.path_and_query.as_str(),
         Version::HTTP_11,
         &head.headers,
         BodyFraming::Empty,

@@ -79,6 +79,16 @@ fn retries_what_was_not_sent_and_not_a_post_that_was() {
         );
         let r = curl(&["--data-binary", "0123456789", &url(gw, "/count")]);
         assert_eq!((r.status, r.text().as_str()), (200, "10"), "{r:?}");
+        // The retried request carries every field of the first attempt.
+        let gw = gateway(
+            vec![http(dead_port()), http(good)],
+            Config::default().with_balance(Balance::RoundRobin),
+        );
+        let r = curl(&["-H", "x-mark: 7", &url(gw, "/echo")]);
+        assert_eq!(r.status, 200, "{r:?}");
+        for field in ["x-mark: 7", "x-forwarded-for: 127.0.0.1", "via: 1.1 fibr"] {
+            assert!(r.text().contains(field), "{field} missing: {}", r.text());
+        }
         // An upstream that read the request and closed: a POST is not sent again...
         let (closer, closer_conns) = raw_upstream(|_, _| {});
         let gw = gateway(vec![http(closer), http(good)], Config::default());
