@@ -56,6 +56,14 @@ pub(crate) struct RequestHead {
     pub upgrade: bool,
 }
 
+impl RequestHead {
+    /// Nothing about this request changes how the bytes after it are read: it has no body,
+    /// asks for no upgrade and keeps the connection open.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.framing == BodyFraming::Empty && !self.upgrade && self.keep_alive
+    }
+}
+
 /// At most this many empty lines are skipped before the request line (RFC 9112 §2.2).
 pub(crate) const MAX_LEADING_EMPTY_LINES: usize = 8;
 

@@ -35,6 +35,13 @@ mod tests;
 pub(crate) use echo::serve_pieces;
 pub(crate) use limits::Limits;
 
+/// Pipelined requests go through each stage (parse, call, write) in groups of up to this
+/// many: each stage's code then runs several times while it is in the instruction cache,
+/// instead of all of it once per request, which together is larger than a core's L1i
+/// (callgrind's cache simulation, pipelined x16: 698 -> 312 I1 misses per request). Four
+/// keeps each allocation size's live count within glibc's per-thread cache (7).
+const GROUP: usize = 4;
+
 /// The interim response a client that sent `Expect: 100-continue` waits for.
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -74,10 +81,9 @@ pub(crate) trait Dispatch {
         body: Option<NewBody>,
     ) -> Dispatched<Self::Exchange, Self::Body>;
 
-    /// Called when a request with no body left to read is the only one in flight: most
-    /// handlers answer in their first poll, and writing now frees the request and its
-    /// response before the next pipelined request is parsed (so they are not all held at
-    /// once).
+    /// Called after each [`GROUP`] of requests with no body left to read: most handlers
+    /// answer in their first poll, and writing now frees the requests and their responses
+    /// before the next group is parsed (so a deep pipeline is not all held at once).
     fn write_front(&mut self, conn: &mut ServerConn<Self::Body, Self::Exchange>, out: &mut Vec<u8>);
 }
 
@@ -273,7 +279,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
     {
         let mut pos = 0;
         self.held_back = false;
-        loop {
+        'requests: loop {
             match &mut self.reading {
                 // Nothing after a request we will not answer normally is read.
                 Reading::Stopped => return input.len(),
@@ -303,7 +309,38 @@ impl<B: BodySink, X> ServerConn<B, X> {
                 self.held_back = true;
                 return pos;
             }
-            match parse_request_head(&input[pos..], &limits.head) {
+            // Plain requests are parsed a group at a time, then dispatched (see `GROUP`).
+            let room = GROUP.min(limits.max_pipelined - self.queue.len());
+            let mut group: [Option<(RequestHead, usize)>; GROUP] = Default::default();
+            let mut grouped = 0;
+            let mut ahead = pos;
+            let next = loop {
+                if grouped == room || ahead == input.len() {
+                    break None;
+                }
+                match parse_request_head(&input[ahead..], &limits.head) {
+                    Ok(Some((head, used))) if head.is_plain() => {
+                        ahead += used;
+                        group[grouped] = Some((head, used));
+                        grouped += 1;
+                    }
+                    other => break Some(other),
+                }
+            };
+            for (head, used) in group.into_iter().flatten() {
+                pos += used;
+                self.reading = Reading::Head { started: None };
+                self.start_request(clock, head, limits, d, out);
+                if self.parked || !matches!(self.reading, Reading::Head { .. }) {
+                    // The heads after it are parsed again once the service is ready, or
+                    // never (nothing after a last request is read).
+                    continue 'requests;
+                }
+            }
+            let Some(next) = next else {
+                continue;
+            };
+            match next {
                 Ok(None) => {
                     if let Reading::Head { started } = &mut self.reading {
                         started.get_or_insert(clock.now);
@@ -412,7 +449,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             keep_alive,
             state: SlotState::Pending(exchange),
         });
-        if called && self.queue.len() == 1 && !matches!(self.reading, Reading::Body(_)) {
+        if called && self.queue.len() % GROUP == 0 && !matches!(self.reading, Reading::Body(_)) {
             // Not while the request's body is still to come: a bad body changes the answer.
             d.write_front(self, out);
         }

@@ -78,7 +78,8 @@ struct Svc<const UPGRADES: bool> {
     ready: bool,
     requests: Vec<String>,
     bodies: Vec<Rc<RefCell<SinkState>>>,
-    fronts: usize,
+    /// How many requests had been dispatched at each `write_front`.
+    fronts: Vec<usize>,
 }
 
 impl<const UPGRADES: bool> Dispatch for Svc<UPGRADES> {
@@ -104,7 +105,7 @@ impl<const UPGRADES: bool> Dispatch for Svc<UPGRADES> {
 
     fn write_front(&mut self, _conn: &mut ServerConn<Sink, Ex>, _out: &mut Vec<u8>) {
         // The handlers here answer when the test says, not in their first poll.
-        self.fronts += 1;
+        self.fronts.push(self.requests.len());
     }
 }
 
@@ -126,7 +127,7 @@ impl<const UPGRADES: bool> Harness<UPGRADES> {
                 ready: true,
                 requests: Vec::new(),
                 bodies: Vec::new(),
-                fronts: 0,
+                fronts: Vec::new(),
             },
             limits: cfg.h1_limits(),
             cfg,
@@ -247,9 +248,59 @@ fn keep_alive_serves_request_after_request() {
         assert_eq!(h.take_out(), ok("x"));
     }
     assert_eq!(h.svc.requests, ["GET /a", "GET /b", "GET /c"]);
-    // Each request was the only one in flight with nothing left to read: the driver was
-    // asked to answer it at once.
-    assert_eq!(h.svc.fronts, 3);
+    // One request per round: the driver writes it after the round, not from inside.
+    assert!(h.svc.fronts.is_empty());
+}
+
+#[test]
+fn pipelined_requests_are_called_and_written_a_group_at_a_time() {
+    let mut h = harness();
+    let gets: Vec<u8> = (0..10)
+        .flat_map(|i| format!("GET /{i} HTTP/1.1\r\nHost: h\r\n\r\n").into_bytes())
+        .collect();
+    h.feed(&gets);
+    let want: Vec<String> = (0..10).map(|i| format!("GET /{i}")).collect();
+    assert_eq!(h.svc.requests, want);
+    // Asked to write after every GROUP calls; the rest goes after the round.
+    assert_eq!(h.svc.fronts, [GROUP, 2 * GROUP]);
+    for i in 0..10 {
+        assert_eq!(h.front_id(), i);
+        h.respond(200, "x");
+    }
+    assert_eq!(h.take_out(), ok("x").repeat(10));
+}
+
+#[test]
+fn a_group_ends_at_a_request_with_a_body_and_at_a_bad_head() {
+    let mut h = harness();
+    let post = b"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi";
+    h.feed(&[GET_A, post, GET_B, GET_C, b"BAD\r\n\r\n", GET_A].concat());
+    assert_eq!(h.svc.requests, ["GET /a", "POST /p", "GET /b", "GET /c"]);
+    assert_eq!(h.svc.bodies[0].borrow().data, b"hi");
+    assert!(matches!(h.svc.bodies[0].borrow().end, Some(Ok(None))));
+    for body in ["a", "p", "b", "c"] {
+        h.respond(200, body);
+    }
+    assert_eq!(h.write_canned(), After::Close);
+    let out = h.take_out();
+    let good = [ok("a"), ok("p"), ok("b"), ok("c")].concat();
+    assert!(out.starts_with(&good), "{out}");
+    assert!(out[good.len()..].starts_with("HTTP/1.1 400 "), "{out}");
+    assert!(h.end().close);
+}
+
+#[test]
+fn a_request_parked_inside_a_group_leaves_the_rest_unread() {
+    let mut h = harness();
+    h.svc.ready = false;
+    h.feed(&[GET_A, GET_B, GET_C].concat());
+    assert_eq!(h.svc.requests, ["GET /a"]);
+    assert!(h.conn.is_parked());
+    h.svc.ready = true;
+    h.conn.unpark();
+    assert!(h.end().parse_kept);
+    h.settle();
+    assert_eq!(h.svc.requests, ["GET /a", "GET /b", "GET /c"]);
 }
 
 #[test]
