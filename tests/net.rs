@@ -295,6 +295,32 @@ fn read_returns_zero_at_eof_after_peer_shutdown() {
     });
 }
 
+/// A FIN that comes while no task reads (after a short read drained the socket) is seen
+/// by the next single poll, on both backends: the client's check of a pooled connection at
+/// checkout is such a poll.
+#[test]
+fn a_fin_while_nobody_reads_is_seen_by_the_next_poll() {
+    bounded(LIMIT, || {
+        fibr::run(async {
+            let (c, s) = tcp_pair().await;
+            c.write_all(b"hi").await.unwrap();
+            let mut buf = [0u8; 64];
+            assert_eq!(step("short read", s.read(&mut buf)).await.unwrap(), 2);
+            drop(c);
+            time::sleep(Duration::from_millis(50)).await;
+            let once = std::future::poll_fn(|cx| {
+                let mut b = [0u8; 64];
+                std::task::Poll::Ready(s.poll_read(cx, &mut b))
+            })
+            .await;
+            assert!(
+                matches!(once, std::task::Poll::Ready(Ok(0))),
+                "the peer's close went unseen: {once:?}"
+            );
+        });
+    });
+}
+
 #[test]
 fn udp_send_to_recv_from_and_connected_send_recv() {
     bounded(LIMIT, || {

@@ -313,6 +313,11 @@ impl Registration {
     /// `poll_io` for a byte stream's read or write of `len` bytes: a short count means the
     /// socket is drained (or its send buffer full), so the next call waits for the loop's
     /// edge instead of first making a call that can only answer `EAGAIN`.
+    ///
+    /// Only on edge-triggered epoll: a one-shot registration is disarmed after its event
+    /// and re-armed only when a task parks, so a clear bit there does not mean nothing
+    /// came since (a peer's FIN while no task reads would go unseen by the next poll, as
+    /// the client's check of a pooled connection at checkout does).
     pub fn poll_stream_io(
         &self,
         cx: &mut Context<'_>,
@@ -320,7 +325,8 @@ impl Registration {
         len: usize,
         op: impl FnMut(RawFd) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        self.poll_io_drained(cx, dir, op, |&n| n > 0 && n < len)
+        let edge_triggered = !self.lp.poller.needs_rearm();
+        self.poll_io_drained(cx, dir, op, |&n| edge_triggered && n > 0 && n < len)
     }
 
     fn poll_io_drained<R>(
