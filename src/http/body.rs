@@ -84,22 +84,28 @@ impl std::error::Error for BodyError {}
 
 /// A request body as it arrives from the connection.
 pub struct Incoming {
-    chan: Option<Arc<BodyChan>>,
-    /// Exact length when the request framed it with Content-Length.
-    length: Option<u64>,
+    source: Source,
+}
+
+/// Where a body's bytes come from (a tag and a `Bytes`: every request carries one).
+enum Source {
+    /// No bytes (left).
+    Empty,
+    /// The whole body, when it was all there as the request was dispatched (HTTP/1 with a
+    /// Content-Length): no channel is needed.
+    Whole(Bytes),
+    /// Fed by the connection's rounds.
+    Chan(Arc<BodyChan>),
     /// The body of a request hyper parsed (a connection handed to hyper for an upgrade).
     #[cfg(feature = "hyper")]
-    hyper: Option<Box<hyper::body::Incoming>>,
+    Hyper(Box<hyper::body::Incoming>),
 }
 
 impl Incoming {
     /// A body with no bytes.
     pub fn empty() -> Incoming {
         Incoming {
-            chan: None,
-            length: Some(0),
-            #[cfg(feature = "hyper")]
-            hyper: None,
+            source: Source::Empty,
         }
     }
 
@@ -107,9 +113,18 @@ impl Incoming {
     #[cfg(feature = "hyper")]
     pub(crate) fn from_hyper(body: hyper::body::Incoming) -> Incoming {
         Incoming {
-            chan: None,
-            length: body.size_hint().exact(),
-            hyper: Some(Box::new(body)),
+            source: Source::Hyper(Box::new(body)),
+        }
+    }
+
+    /// A body that is all here: one data frame, then the end.
+    pub(crate) fn whole(data: Bytes) -> Incoming {
+        Incoming {
+            source: if data.is_empty() {
+                Source::Empty
+            } else {
+                Source::Whole(data)
+            },
         }
     }
 
@@ -143,6 +158,7 @@ impl Incoming {
         credit_wake: usize,
     ) -> (Incoming, BodySender) {
         let chan = Arc::new(BodyChan {
+            length,
             state: Mutex::new(ChanState {
                 chunks: VecDeque::new(),
                 buffered: 0,
@@ -162,10 +178,7 @@ impl Incoming {
         });
         (
             Incoming {
-                chan: Some(chan.clone()),
-                length,
-                #[cfg(feature = "hyper")]
-                hyper: None,
+                source: Source::Chan(chan.clone()),
             },
             BodySender { chan },
         )
@@ -175,12 +188,14 @@ impl Incoming {
 impl fmt::Debug for Incoming {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Incoming")
-            .field("length", &self.length)
+            .field("length", &self.size_hint().exact())
             .finish()
     }
 }
 
 struct BodyChan {
+    /// Exact length when the request framed it with Content-Length.
+    length: Option<u64>,
     state: Mutex<ChanState>,
     /// The connection's waker.
     conn: Waker,
@@ -308,14 +323,21 @@ impl Body for Incoming {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = self.get_mut();
-        #[cfg(feature = "hyper")]
-        if let Some(body) = this.hyper.as_mut() {
-            return Pin::new(&mut **body)
-                .poll_frame(cx)
-                .map_err(|e| BodyError::malformed(e.to_string()));
-        }
-        let Some(chan) = this.chan.as_ref() else {
-            return Poll::Ready(None);
+        let chan = match &mut this.source {
+            Source::Empty => return Poll::Ready(None),
+            Source::Whole(_) => {
+                let Source::Whole(data) = std::mem::replace(&mut this.source, Source::Empty) else {
+                    unreachable!("matched above")
+                };
+                return Poll::Ready(Some(Ok(Frame::data(data))));
+            }
+            Source::Chan(chan) => chan,
+            #[cfg(feature = "hyper")]
+            Source::Hyper(body) => {
+                return Pin::new(&mut **body)
+                    .poll_frame(cx)
+                    .map_err(|e| BodyError::malformed(e.to_string()));
+            }
         };
         let mut st = chan.state.lock().unwrap();
         if let Some(data) = st.chunks.pop_front() {
@@ -364,30 +386,34 @@ impl Body for Incoming {
     }
 
     fn is_end_stream(&self) -> bool {
-        #[cfg(feature = "hyper")]
-        if let Some(body) = &self.hyper {
-            return body.is_end_stream();
-        }
-        match &self.chan {
-            None => true,
-            Some(chan) => {
+        match &self.source {
+            Source::Empty => true,
+            Source::Whole(_) => false,
+            Source::Chan(chan) => {
                 let st = chan.state.lock().unwrap();
                 st.chunks.is_empty() && matches!(st.end, Some(End::Done(None)))
             }
+            #[cfg(feature = "hyper")]
+            Source::Hyper(body) => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
-        match self.length {
-            Some(n) => SizeHint::with_exact(n),
-            None => SizeHint::default(),
+        match &self.source {
+            Source::Empty => SizeHint::with_exact(0),
+            Source::Whole(data) => SizeHint::with_exact(data.len() as u64),
+            Source::Chan(chan) => chan
+                .length
+                .map_or_else(SizeHint::default, SizeHint::with_exact),
+            #[cfg(feature = "hyper")]
+            Source::Hyper(body) => body.size_hint(),
         }
     }
 }
 
 impl Drop for Incoming {
     fn drop(&mut self) {
-        if let Some(chan) = &self.chan {
+        if let Source::Chan(chan) = &self.source {
             let mut st = chan.state.lock().unwrap();
             st.reader_gone = true;
             st.chunks.clear();
@@ -401,5 +427,33 @@ impl Drop for Incoming {
                 chan.conn.wake_by_ref();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    #[test]
+    fn a_whole_body_is_one_frame_then_the_end() {
+        let mut body = Incoming::whole(Bytes::from_static(b"hello"));
+        assert_eq!(body.size_hint().exact(), Some(5));
+        assert!(!body.is_end_stream());
+        let got = crate::engine::exec::block_on(async move {
+            let frame = body.frame().await.unwrap().unwrap();
+            assert!(body.is_end_stream());
+            assert_eq!(body.size_hint().exact(), Some(0));
+            assert!(body.frame().await.is_none());
+            frame.into_data().unwrap()
+        });
+        assert_eq!(got, "hello");
+        assert!(Incoming::whole(Bytes::new()).is_end_stream());
+    }
+
+    #[test]
+    fn a_body_is_a_tag_and_a_bytes() {
+        // Every request carries one, on every protocol.
+        assert!(std::mem::size_of::<Incoming>() <= 40);
     }
 }

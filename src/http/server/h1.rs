@@ -19,6 +19,7 @@ use crate::proto::h1::parse::RequestHead;
 use crate::proto::h1::server::{
     After, Clock, Dispatch, Dispatched, Front, Limits, NewBody, ServerConn, Started, Upgrade,
 };
+use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
 use std::any::Any;
@@ -149,12 +150,15 @@ where
     fn dispatch(
         &mut self,
         head: RequestHead,
-        body: Option<NewBody>,
+        body: Option<NewBody<'_>>,
     ) -> Dispatched<Self::Exchange, BodySender> {
         #[cfg(feature = "tunnel")]
         let upgrade = head.upgrade;
         let (incoming, sender) = match body {
             None => (Incoming::empty(), None),
+            Some(NewBody {
+                whole: Some(data), ..
+            }) => (Incoming::whole(Bytes::copy_from_slice(data)), None),
             Some(b) => {
                 let (incoming, sender) = Incoming::channel(
                     self.waker.clone(),

@@ -58,14 +58,27 @@ impl Dispatch for Echo {
         false
     }
 
-    fn dispatch(&mut self, head: RequestHead, body: Option<NewBody>) -> Dispatched<Request, Sink> {
-        let arrived = body.map(|_| Rc::new(RefCell::new(Arrived::default())));
+    fn dispatch(
+        &mut self,
+        head: RequestHead,
+        body: Option<NewBody<'_>>,
+    ) -> Dispatched<Request, Sink> {
+        let arrived = body.map(|b| {
+            Rc::new(RefCell::new(Arrived {
+                data: b.whole.unwrap_or_default().to_vec(),
+                ended: b.whole.map(|_| true),
+            }))
+        });
+        let sink = match body {
+            Some(NewBody { whole: None, .. }) => arrived.clone().map(Sink),
+            _ => None,
+        };
         Dispatched {
             exchange: Request {
                 line: format!("{} {}\n", head.method, head.uri),
-                body: arrived.clone(),
+                body: arrived,
             },
-            body: arrived.map(Sink),
+            body: sink,
             called: true,
         }
     }

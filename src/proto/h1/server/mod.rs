@@ -47,12 +47,15 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// A request's body, as the driver is to make it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NewBody {
+pub(crate) struct NewBody<'a> {
     /// The exact length, when Content-Length framed it.
     pub length: Option<u64>,
     /// The client waits for `100 Continue` before it sends the body: the sink's `wanted`
     /// is to wake the driver when it turns true.
     pub expect_continue: bool,
+    /// The whole body, when it came with its head (Content-Length framed): the driver
+    /// makes the body from it and returns no sink.
+    pub whole: Option<&'a [u8]>,
 }
 
 /// What the driver made of a request.
@@ -78,7 +81,7 @@ pub(crate) trait Dispatch {
     fn dispatch(
         &mut self,
         head: RequestHead,
-        body: Option<NewBody>,
+        body: Option<NewBody<'_>>,
     ) -> Dispatched<Self::Exchange, Self::Body>;
 
     /// Called after each [`GROUP`] of requests with no body left to read: most handlers
@@ -330,7 +333,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             for (head, used) in group.into_iter().flatten() {
                 pos += used;
                 self.reading = Reading::Head { started: None };
-                self.start_request(clock, head, limits, d, out);
+                self.start_request(clock, head, &[], limits, d, out);
                 if self.parked || !matches!(self.reading, Reading::Head { .. }) {
                     // The heads after it are parsed again once the service is ready, or
                     // never (nothing after a last request is read).
@@ -366,20 +369,25 @@ impl<B: BodySink, X> ServerConn<B, X> {
                         return pos;
                     }
                     pos += used;
-                    self.start_request(clock, head, limits, d, out);
+                    pos += self.start_request(clock, head, &input[pos..], limits, d, out);
                 }
             }
         }
     }
 
+    /// Dispatches a request whose head was parsed; `after` is the input after the head.
+    /// Returns the bytes of `after` taken as the request's body (a whole body that came
+    /// with its head goes to the driver at once, with no sink to feed).
     fn start_request<D>(
         &mut self,
         clock: Clock,
         head: RequestHead,
+        after: &[u8],
         limits: &Limits,
         d: &mut D,
         out: &mut Vec<u8>,
-    ) where
+    ) -> usize
+    where
         D: Dispatch<Body = B, Exchange = X>,
     {
         // An upgrade answered as a plain request ends the connection: its client may
@@ -398,7 +406,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
         if let (Some(max), BodyFraming::Length(n)) = (limits.max_body_size, framing) {
             if n > max {
                 self.answer_error(StatusCode::PAYLOAD_TOO_LARGE, version);
-                return;
+                return 0;
             }
         }
         let expect_continue = head.expect_continue;
@@ -407,12 +415,19 @@ impl<B: BodySink, X> ServerConn<B, X> {
             BodyFraming::Length(n) => Some(NewBody {
                 length: Some(n),
                 expect_continue,
+                // An upgrade's body is read as before (its answer may switch protocols).
+                whole: usize::try_from(n)
+                    .ok()
+                    .and_then(|n| after.get(..n))
+                    .filter(|_| !upgrade),
             }),
             BodyFraming::Chunked => Some(NewBody {
                 length: None,
                 expect_continue,
+                whole: None,
             }),
         };
+        let taken = body.and_then(|b| b.whole).map_or(0, <[u8]>::len);
         let head_only = head.method == Method::HEAD;
         let connect = head.method == Method::CONNECT;
         let cont = if expect_continue {
@@ -426,7 +441,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             called,
         } = d.dispatch(head, body);
         match sink {
-            Some(sink) if body.is_some() => {
+            Some(sink) if body.is_some() && taken == 0 => {
                 self.reading = Reading::Body(Box::new(BodyIn {
                     sink,
                     decoder: BodyDecoder::new(framing),
@@ -453,6 +468,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             // Not while the request's body is still to come: a bad body changes the answer.
             d.write_front(self, out);
         }
+        taken
     }
 
     /// Queues a response the machine makes itself, and stops reading requests.

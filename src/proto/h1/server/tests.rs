@@ -80,6 +80,8 @@ struct Svc<const UPGRADES: bool> {
     bodies: Vec<Rc<RefCell<SinkState>>>,
     /// How many requests had been dispatched at each `write_front`.
     fronts: Vec<usize>,
+    /// Bodies that came whole with their heads.
+    wholes: usize,
 }
 
 impl<const UPGRADES: bool> Dispatch for Svc<UPGRADES> {
@@ -89,12 +91,20 @@ impl<const UPGRADES: bool> Dispatch for Svc<UPGRADES> {
         UPGRADES
     }
 
-    fn dispatch(&mut self, head: RequestHead, body: Option<NewBody>) -> Dispatched<Ex, Sink> {
+    fn dispatch(&mut self, head: RequestHead, body: Option<NewBody<'_>>) -> Dispatched<Ex, Sink> {
         self.requests.push(format!("{} {}", head.method, head.uri));
-        let sink = body.map(|_| {
+        let sink = body.and_then(|b| {
             let st = Rc::new(RefCell::new(SinkState::default()));
             self.bodies.push(st.clone());
-            Sink(st)
+            if let Some(whole) = b.whole {
+                // Came with its head: no sink to feed.
+                let mut st = st.borrow_mut();
+                st.data = whole.to_vec();
+                st.end = Some(Ok(None));
+                self.wholes += 1;
+                return None;
+            }
+            Some(Sink(st))
         });
         Dispatched {
             exchange: Ex(self.requests.len() - 1),
@@ -128,6 +138,7 @@ impl<const UPGRADES: bool> Harness<UPGRADES> {
                 requests: Vec::new(),
                 bodies: Vec::new(),
                 fronts: Vec::new(),
+                wholes: 0,
             },
             limits: cfg.h1_limits(),
             cfg,
@@ -287,6 +298,24 @@ fn a_group_ends_at_a_request_with_a_body_and_at_a_bad_head() {
     assert!(out.starts_with(&good), "{out}");
     assert!(out[good.len()..].starts_with("HTTP/1.1 400 "), "{out}");
     assert!(h.end().close);
+}
+
+#[test]
+fn a_body_that_came_with_its_head_is_handed_over_whole() {
+    let mut h = harness();
+    let post = b"POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello";
+    h.feed(&[post.as_slice(), GET_A].concat());
+    assert_eq!(h.svc.requests, ["POST /p", "GET /a"]);
+    assert_eq!(h.svc.wholes, 1, "no sink to feed");
+    assert_eq!(h.svc.bodies[0].borrow().data, b"hello");
+    // Split from its head, the same body goes through a sink.
+    let mut h = harness();
+    h.feed(&post[..post.len() - 2]);
+    h.feed(&[b"lo".as_slice(), GET_A].concat());
+    assert_eq!(h.svc.requests, ["POST /p", "GET /a"]);
+    assert_eq!(h.svc.wholes, 0);
+    assert_eq!(h.svc.bodies[0].borrow().data, b"hello");
+    assert!(matches!(h.svc.bodies[0].borrow().end, Some(Ok(None))));
 }
 
 #[test]
