@@ -181,9 +181,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let shared = self.shared.clone();
-        let fut = async move { Ok(shared.handle(req).await) };
-        eprintln!("SIZE {}", std::mem::size_of_val(&fut));
-        Box::pin(fut)
+        Box::pin(async move { Ok(shared.handle(req).await) })
     }
 }
 
