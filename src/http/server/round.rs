@@ -89,14 +89,16 @@ fn http_date() -> [u8; DATE_LEN] {
     })
 }
 
-/// Keeps one timer armed for a machine's deadline (none: no timer); it wakes `waker`.
+/// Keeps one timer armed for a machine's deadline; it wakes `waker`.
+///
+/// A timer that fires early is fine (the machine re-arms it); one that fires late is not.
+/// So with no deadline (a request in flight) the armed timer stays: dropping it would
+/// cost a new one, an allocation and a message to the loop, at the next idle deadline,
+/// on every request whose handler waits on I/O (a gateway's upstream, a database).
 pub(crate) fn arm_timer(timer: &mut Option<Sleep>, deadline: Option<Instant>, waker: &Waker) {
     let Some(at) = deadline else {
-        *timer = None;
         return;
     };
-    // A timer that fires early is fine (the machine re-arms it); one that fires late is
-    // not.
     if timer.as_ref().is_none_or(|t| t.deadline() > at) {
         *timer = Some(crate::engine::time::sleep_until(at));
     }
@@ -135,5 +137,27 @@ mod tests {
             .unwrap()
             .as_secs();
         assert!(b == format_http_date(later) || later > now);
+    }
+
+    /// A request in flight (no deadline) keeps the idle timer armed, and a later deadline
+    /// keeps the earlier timer: a keep-alive connection arms one timer per idle period,
+    /// not one per request.
+    #[test]
+    fn a_timer_is_kept_while_no_deadline_applies_and_for_a_later_one() {
+        crate::engine::runtime::run(async {
+            let waker = std::task::Waker::noop();
+            let first = Instant::now() + std::time::Duration::from_secs(60);
+            let mut timer = None;
+            arm_timer(&mut timer, Some(first), waker);
+            assert_eq!(timer.as_ref().map(Sleep::deadline), Some(first));
+            arm_timer(&mut timer, None, waker);
+            assert_eq!(timer.as_ref().map(Sleep::deadline), Some(first));
+            let later = first + std::time::Duration::from_secs(1);
+            arm_timer(&mut timer, Some(later), waker);
+            assert_eq!(timer.as_ref().map(Sleep::deadline), Some(first));
+            let earlier = first - std::time::Duration::from_secs(30);
+            arm_timer(&mut timer, Some(earlier), waker);
+            assert_eq!(timer.as_ref().map(Sleep::deadline), Some(earlier));
+        });
     }
 }
