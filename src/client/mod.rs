@@ -298,11 +298,16 @@ impl<C: Connector> Client<C> {
         if let Some(h2) = pool.h2_get(key) {
             return Ok((Picked::H2(h2), !fresh_only));
         }
-        let dst = origin_uri(key)?;
-        // A forwarding proxy speaks HTTP/1.1, whatever is known of the target.
-        let forwarding = self.inner.connector.forwarding(&dst);
-        let prior =
-            self.inner.h2_prior_knowledge && key.scheme != Scheme::HTTPS && forwarding.is_none();
+        // A forwarding proxy speaks HTTP/1.1, whatever is known of the target. The URI to
+        // connect to is only built before looking for an idle connection when prior
+        // knowledge asks whether there is such a proxy (most requests reuse one).
+        let mut dst = None;
+        let prior = self.inner.h2_prior_knowledge && key.scheme != Scheme::HTTPS && {
+            let uri = origin_uri(key)?;
+            let direct = self.inner.connector.forwarding(&uri).is_none();
+            dst = Some(uri);
+            direct
+        };
         if !prior && !fresh_only {
             if let Some(c) = poll_fn(|cx| Poll::Ready(pool.checkout(key, cx))).await {
                 return Ok((Picked::H1(c), true));
@@ -319,6 +324,11 @@ impl<C: Connector> Client<C> {
         } else {
             None
         };
+        let dst = match dst {
+            Some(uri) => uri,
+            None => origin_uri(key)?,
+        };
+        let forwarding = self.inner.connector.forwarding(&dst);
         // Boxed: connecting (a resolver, TLS, proxies) is rare beside reusing a pooled
         // connection, and large; inline, every request's future would carry its room.
         let io = Box::pin(self.connect(&dst)).await?;

@@ -3,7 +3,7 @@
 
 use super::config::Config;
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::Version;
 use std::fmt::{self, Write};
 use std::net::IpAddr;
@@ -82,6 +82,7 @@ pub(super) fn add_forwarding(headers: &mut HeaderMap, config: &Config, origin: &
     }
     if config.x_forwarded_for {
         let ip = value_of(|w| match origin.client {
+            Some(IpAddr::V4(ip)) => write_ipv4(ip, w),
             Some(ip) => write!(w, "{ip}"),
             None => w.write_str("unknown"),
         });
@@ -110,20 +111,53 @@ pub(super) fn add_via(headers: &mut HeaderMap, received: Version) {
 /// `existing, value` as one field line: some upstreams read only the first line of a list.
 /// A value that is no valid field value is left out.
 fn append_to_list(headers: &mut HeaderMap, name: HeaderName, value: Bytes) {
-    let mut joined = Vec::new();
-    for v in headers.get_all(&name) {
-        joined.extend_from_slice(v.as_bytes());
-        joined.extend_from_slice(b", ");
+    // One lookup: most requests carry no such field yet.
+    match headers.entry(name) {
+        Entry::Vacant(e) => {
+            if let Ok(v) = HeaderValue::from_maybe_shared(value) {
+                e.insert(v);
+            }
+        }
+        Entry::Occupied(mut e) => {
+            let mut joined = Vec::new();
+            for v in e.iter() {
+                joined.extend_from_slice(v.as_bytes());
+                joined.extend_from_slice(b", ");
+            }
+            joined.extend_from_slice(&value);
+            if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(joined)) {
+                // Replaces every line the field had with the one.
+                e.insert(v);
+            }
+        }
     }
-    let line = if joined.is_empty() {
-        value
-    } else {
-        joined.extend_from_slice(&value);
-        Bytes::from(joined)
-    };
-    if let Ok(v) = HeaderValue::from_maybe_shared(line) {
-        headers.insert(name, v);
+}
+
+/// An IPv4 address in dotted decimal, without the formatting machinery (four integer
+/// formats cost more than the rest of the field).
+fn write_ipv4(ip: std::net::Ipv4Addr, w: &mut dyn Write) -> fmt::Result {
+    let mut buf = [0u8; 15];
+    let mut len = 0;
+    for (i, octet) in ip.octets().into_iter().enumerate() {
+        if i > 0 {
+            buf[len] = b'.';
+            len += 1;
+        }
+        let digits = [octet / 100, octet / 10 % 10, octet % 10];
+        let skip = if octet >= 100 {
+            0
+        } else if octet >= 10 {
+            1
+        } else {
+            2
+        };
+        for d in &digits[skip..] {
+            buf[len] = b'0' + d;
+            len += 1;
+        }
     }
+    // The bytes are ASCII digits and dots.
+    w.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)
 }
 
 /// This hop's `Forwarded` element (RFC 7239 §4): `for`, `proto`, `host`; an IPv6 address
@@ -250,6 +284,22 @@ mod tests {
             h[header::FORWARDED],
             "for=192.0.2.7;proto=https;host=\"example.com:8443\""
         );
+    }
+
+    #[test]
+    fn ipv4_is_written_in_dotted_decimal() {
+        for ip in [
+            "0.0.0.0",
+            "255.255.255.255",
+            "10.0.100.9",
+            "192.0.2.7",
+            "1.22.199.250",
+        ] {
+            let ip: std::net::Ipv4Addr = ip.parse().unwrap();
+            let mut s = String::new();
+            write_ipv4(ip, &mut s).unwrap();
+            assert_eq!(s, ip.to_string());
+        }
     }
 
     #[test]
