@@ -96,7 +96,10 @@ pub(crate) fn parse_response_head(
         .allow_obsolete_multiline_headers_in_responses(limits.allow_obsolete_folding)
         .parse_response_with_uninit_headers(&mut res, window, slots.get());
     match parsed {
-        Ok(httparse::Status::Complete(n)) => Ok(Some((build_head(&res, &window[..n], method)?, n))),
+        Ok(httparse::Status::Complete(n)) => Ok(Some((
+            build_head(&res, &window[..n], method, limits.allow_obsolete_folding)?,
+            n,
+        ))),
         Ok(httparse::Status::Partial) if buf.len() > limits.max_head_bytes => {
             Err(ResponseError::HeadTooLarge)
         }
@@ -109,10 +112,13 @@ pub(crate) fn parse_response_head(
     }
 }
 
+/// `folded`: obsolete line folding was allowed, so a value may hold CR/LF (without it,
+/// httparse refuses a folded line and no value holds either).
 fn build_head(
     res: &httparse::Response<'_, '_>,
     head: &[u8],
     method: &Method,
+    folded: bool,
 ) -> Result<ResponseHead, ResponseError> {
     let (Some(code), Some(minor)) = (res.code, res.version) else {
         return Err(ResponseError::InvalidStatusLine);
@@ -143,7 +149,7 @@ fn build_head(
         let name =
             HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| ResponseError::InvalidHeader)?;
         // A folded value holds CR/LF, which HeaderValue refuses: fold it to spaces.
-        let value = if h.value.iter().any(|&b| b == b'\r' || b == b'\n') {
+        let value = if folded && h.value.iter().any(|&b| b == b'\r' || b == b'\n') {
             let unfolded: Vec<u8> = h
                 .value
                 .iter()
