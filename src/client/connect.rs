@@ -304,11 +304,40 @@ fn unix_path(dst: &Uri) -> Result<PathBuf, Error> {
     Ok(PathBuf::from(std::ffi::OsString::from_vec(out)))
 }
 
-/// Which connections may serve a request.
-#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+/// Which connections may serve a request. Made by [`Key::new`], which lowercases the
+/// authority, so keys compare and hash as bytes (the pool looks one up twice a request;
+/// `Authority`'s own comparison folds case byte by byte).
+#[derive(Clone, Debug)]
 pub(crate) struct Key {
     pub scheme: http::uri::Scheme,
     pub authority: http::uri::Authority,
+}
+
+impl Key {
+    pub fn new(scheme: http::uri::Scheme, authority: http::uri::Authority) -> Key {
+        let authority = if authority.as_str().bytes().any(|b| b.is_ascii_uppercase()) {
+            http::uri::Authority::try_from(authority.as_str().to_ascii_lowercase())
+                .unwrap_or(authority)
+        } else {
+            authority
+        };
+        Key { scheme, authority }
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.authority.as_str() == other.authority.as_str() && self.scheme == other.scheme
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.scheme.hash(state);
+        self.authority.as_str().hash(state);
+    }
 }
 
 /// The stream of [`HttpConnector`]: TCP or Unix, or a tunnel through a proxy spoken to

@@ -479,7 +479,7 @@ fn pool_key(scheme: Scheme, authority: Authority) -> Key {
         }
         _ => authority,
     };
-    Key { scheme, authority }
+    Key::new(scheme, authority)
 }
 
 fn is_idempotent(method: &Method) -> bool {
@@ -561,5 +561,10 @@ mod tests {
         assert_ne!(key("http://h:8080/"), key("http://h/"));
         assert_ne!(key("https://h:80/"), key("http://h:80/"));
         assert_ne!(key("http://u@h:80/"), key("http://h/"));
+        // Equal keys find each other in the pool's maps (their hashes agree too).
+        let pool: std::collections::HashSet<Key> =
+            [key("http://Example.COM:80/"), key("HTTP+UNIX://h/")].into();
+        assert!(pool.contains(&key("http://example.com/")));
+        assert!(pool.contains(&key("http+unix://H/")));
     }
 }

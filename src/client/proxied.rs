@@ -77,14 +77,12 @@ impl Proxied {
         limits: ResponseLimits,
     ) -> Result<ProxyTunnel, Error> {
         let endpoint = proxy.endpoint()?;
-        let key = Key {
-            scheme: if endpoint.is_tls() {
-                Scheme::HTTPS
-            } else {
-                Scheme::HTTP
-            },
-            authority: endpoint.authority()?,
+        let scheme = if endpoint.is_tls() {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
         };
+        let key = Key::new(scheme, endpoint.authority()?);
         // A shared connection may turn out closing (GOAWAY) before it takes the stream:
         // then once more, on a new one.
         let mut reused = true;
