@@ -64,6 +64,10 @@ struct IoSource {
     writers: Mutex<Option<Waker>>,
     /// Held while re-arming a one-shot registration.
     arm: Mutex<()>,
+    /// Whether readiness gates calls (edge-triggered epoll: its registration hears every
+    /// edge). A one-shot registration hears nothing while disarmed, so there every call is
+    /// tried and only a would-block clears readiness.
+    gated: bool,
 }
 
 impl Source<Runtime> for IoSource {
@@ -121,6 +125,7 @@ impl IoSource {
             readers: Mutex::new(None),
             writers: Mutex::new(None),
             arm: Mutex::new(()),
+            gated: true,
         }
     }
 
@@ -164,12 +169,12 @@ impl IoSource {
         loop {
             let seen = self.readiness.load(Ordering::Acquire);
             let cleared = seen & !dir.bits();
-            if seen & (dir.bits() | ABORTED) != 0 {
+            if !self.gated || seen & (dir.bits() | ABORTED) != 0 {
                 match op() {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Ok(r) => {
-                        if seen & ABORTED == 0 && drained(&r) {
+                        if self.gated && seen & ABORTED == 0 && drained(&r) {
                             // CLOSED and READ_CLOSED stay: a FIN behind the data gets no new edge.
                             let _ = self.readiness.compare_exchange(
                                 seen,
@@ -280,7 +285,9 @@ impl Registration {
         let rt = Runtime::current();
         rt.ensure_running()?;
         let lp = rt.pick_loop().clone();
-        let src = Arc::new(IoSource::new(fd, ready));
+        let mut src = IoSource::new(fd, ready);
+        src.gated = !lp.poller.needs_rearm();
+        let src = Arc::new(src);
         lp.send(Command::Register(src.fd.as_raw_fd(), src.clone()));
         Ok(Registration { src, lp, rt })
     }
@@ -314,10 +321,10 @@ impl Registration {
     /// socket is drained (or its send buffer full), so the next call waits for the loop's
     /// edge instead of first making a call that can only answer `EAGAIN`.
     ///
-    /// Only on edge-triggered epoll: a one-shot registration is disarmed after its event
-    /// and re-armed only when a task parks, so a clear bit there does not mean nothing
-    /// came since (a peer's FIN while no task reads would go unseen by the next poll, as
-    /// the client's check of a pooled connection at checkout does).
+    /// Only on edge-triggered epoll (`IoSource::gated`): a one-shot registration is disarmed
+    /// after its event and re-armed only when a task parks, so a clear bit there does not
+    /// mean nothing came since (a peer's FIN while no task reads would go unseen by the
+    /// next poll, as the client's check of a pooled connection at checkout does).
     pub fn poll_stream_io(
         &self,
         cx: &mut Context<'_>,
@@ -325,8 +332,7 @@ impl Registration {
         len: usize,
         op: impl FnMut(RawFd) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
-        let edge_triggered = !self.lp.poller.needs_rearm();
-        self.poll_io_drained(cx, dir, op, |&n| edge_triggered && n > 0 && n < len)
+        self.poll_io_drained(cx, dir, op, |&n| n > 0 && n < len)
     }
 
     fn poll_io_drained<R>(
