@@ -298,16 +298,17 @@ impl<C: Connector> Client<C> {
         if let Some(h2) = pool.h2_get(key) {
             return Ok((Picked::H2(h2), !fresh_only));
         }
-        // A forwarding proxy speaks HTTP/1.1, whatever is known of the target. The URI to
-        // connect to is only built before looking for an idle connection when prior
-        // knowledge asks whether there is such a proxy (most requests reuse one).
-        let mut dst = None;
-        let prior = self.inner.h2_prior_knowledge && key.scheme != Scheme::HTTPS && {
-            let uri = origin_uri(key)?;
-            let direct = self.inner.connector.forwarding(&uri).is_none();
-            dst = Some(uri);
-            direct
+        // A forwarding proxy speaks HTTP/1.1, whatever is known of the target, so prior
+        // knowledge needs the URI to connect to before an idle connection is looked for;
+        // without it the URI is built only to connect (most requests reuse one).
+        let early_dst = if self.inner.h2_prior_knowledge && key.scheme != Scheme::HTTPS {
+            Some(origin_uri(key)?)
+        } else {
+            None
         };
+        let prior = early_dst
+            .as_ref()
+            .is_some_and(|dst| self.inner.connector.forwarding(dst).is_none());
         if !prior && !fresh_only {
             if let Some(c) = poll_fn(|cx| Poll::Ready(pool.checkout(key, cx))).await {
                 return Ok((Picked::H1(c), true));
@@ -324,8 +325,8 @@ impl<C: Connector> Client<C> {
         } else {
             None
         };
-        let dst = match dst {
-            Some(uri) => uri,
+        let dst = match early_dst {
+            Some(dst) => dst,
             None => origin_uri(key)?,
         };
         let forwarding = self.inner.connector.forwarding(&dst);

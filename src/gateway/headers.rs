@@ -2,6 +2,7 @@
 //! `X-Forwarded-*`, `Via`) on the way through.
 
 use super::config::Config;
+use crate::proto::h1::encode::decimal;
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::Version;
@@ -136,28 +137,16 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, value: Bytes) {
 /// An IPv4 address in dotted decimal, without the formatting machinery (four integer
 /// formats cost more than the rest of the field).
 fn write_ipv4(ip: std::net::Ipv4Addr, w: &mut dyn Write) -> fmt::Result {
-    let mut buf = [0u8; 15];
-    let mut len = 0;
+    let mut buf = [0; 20];
     for (i, octet) in ip.octets().into_iter().enumerate() {
         if i > 0 {
-            buf[len] = b'.';
-            len += 1;
+            w.write_char('.')?;
         }
-        let digits = [octet / 100, octet / 10 % 10, octet % 10];
-        let skip = if octet >= 100 {
-            0
-        } else if octet >= 10 {
-            1
-        } else {
-            2
-        };
-        for d in &digits[skip..] {
-            buf[len] = b'0' + d;
-            len += 1;
-        }
+        // ASCII digits.
+        let digits = decimal(octet.into(), &mut buf);
+        w.write_str(std::str::from_utf8(digits).map_err(|_| fmt::Error)?)?;
     }
-    // The bytes are ASCII digits and dots.
-    w.write_str(std::str::from_utf8(&buf[..len]).map_err(|_| fmt::Error)?)
+    Ok(())
 }
 
 /// This hop's `Forwarded` element (RFC 7239 §4): `for`, `proto`, `host`; an IPv6 address

@@ -325,10 +325,9 @@ impl Body for Incoming {
         let this = self.get_mut();
         let chan = match &mut this.source {
             Source::Empty => return Poll::Ready(None),
-            Source::Whole(_) => {
-                let Source::Whole(data) = std::mem::replace(&mut this.source, Source::Empty) else {
-                    unreachable!("matched above")
-                };
+            Source::Whole(data) => {
+                let data = std::mem::take(data);
+                this.source = Source::Empty;
                 return Poll::Ready(Some(Ok(Frame::data(data))));
             }
             Source::Chan(chan) => chan,

@@ -412,6 +412,29 @@ mod tests {
 
     /// A short read clears readability, but not a peer's FIN that came with the data
     /// (one edge reported both): the next read is tried and sees the end of the stream.
+    /// A one-shot registration (the portable backend) hears nothing while disarmed: every
+    /// call is tried whatever the readiness word says, and a short count clears nothing.
+    #[test]
+    fn an_ungated_source_tries_every_call() {
+        let mut src = IoSource::new(std::fs::File::open("/dev/null").unwrap().into(), 0);
+        src.gated = false;
+        let calls = Cell::new(0);
+        let short = || -> io::Result<usize> {
+            calls.set(calls.get() + 1);
+            Ok(1)
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        let poll =
+            |cx: &mut Context<'_>| src.poll_io(cx, Direction::Read, short, |&n| n < 64, || false);
+        assert!(matches!(poll(&mut cx), Poll::Ready(Ok(1))));
+        assert!(matches!(poll(&mut cx), Poll::Ready(Ok(1))));
+        assert_eq!(
+            calls.get(),
+            2,
+            "a call was skipped on a clear readiness word"
+        );
+    }
+
     #[test]
     fn fin_behind_a_short_read_is_still_read() {
         let src = IoSource::new(std::fs::File::open("/dev/null").unwrap().into(), 0);
