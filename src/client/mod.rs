@@ -90,6 +90,7 @@ pub(crate) use tls::handshake as tls_handshake;
 #[cfg(feature = "tls")]
 pub use tls::{HttpsConnector, MaybeHttps, TlsStream};
 
+use crate::engine::time::or_elapsed;
 use crate::proto::h1::framing::BodyFraming;
 use crate::proto::h2::client::ClientConfig as H2Config;
 use body::{ReqBody, Wire};
@@ -181,12 +182,15 @@ impl<C: Connector> Client<C> {
 
     /// Sends `req` (its URI absolute) and answers the response once its head has arrived;
     /// the body streams.
-    pub async fn request<B>(&self, req: Request<B>) -> Result<Response<ResponseBody>, Error>
+    pub fn request<B>(
+        &self,
+        req: Request<B>,
+    ) -> impl Future<Output = Result<Response<ResponseBody>, Error>> + Send + '_
     where
         B: Body + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        self.send(req.map(ReqBody::new)).await
+        self.send(req.map(ReqBody::new))
     }
 
     /// Connections in the pool now (all hosts): idle HTTP/1 ones and shared HTTP/2 ones.
@@ -194,17 +198,18 @@ impl<C: Connector> Client<C> {
         self.inner.pool.idle_count()
     }
 
-    async fn send(&self, req: Request<ReqBody>) -> Result<Response<ResponseBody>, Error> {
-        match self.inner.request_timeout {
-            None => self.send_inner(req).await,
-            Some(t) => match crate::engine::time::timeout(t, self.send_inner(req)).await {
-                Ok(r) => r,
-                Err(_) => Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("no response within {t:?}"),
-                )),
-            },
-        }
+    /// `req` under the request timeout. Not an async fn: what one takes stays in its
+    /// future to the end, and the request is large.
+    fn send(
+        &self,
+        req: Request<ReqBody>,
+    ) -> impl Future<Output = Result<Response<ResponseBody>, Error>> + Send + '_ {
+        let no_response = |t| Error::new(ErrorKind::Timeout, format!("no response within {t:?}"));
+        or_elapsed(
+            self.inner.request_timeout,
+            self.send_inner(req),
+            no_response,
+        )
     }
 
     async fn send_inner(&self, req: Request<ReqBody>) -> Result<Response<ResponseBody>, Error> {

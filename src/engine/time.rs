@@ -147,6 +147,54 @@ impl<F: Future> Future for Timeout<F> {
     }
 }
 
+pin_project_lite::pin_project! {
+    /// A fallible future under a time limit that may be absent; see [`or_elapsed`].
+    pub(crate) struct OrElapsed<F, E> {
+        #[pin]
+        future: F,
+        limit: Option<(Sleep, Duration)>,
+        elapsed: fn(Duration) -> E,
+    }
+}
+
+/// Runs `future` for at most `limit` (for ever without one); past it, the error
+/// `elapsed(limit)`. A future of its own rather than an async fn around [`timeout`]:
+/// that would hold `future` twice (as it took it, and inside the timeout), and a request's
+/// future is large.
+pub(crate) fn or_elapsed<F, T, E>(
+    limit: Option<Duration>,
+    future: F,
+    elapsed: fn(Duration) -> E,
+) -> OrElapsed<F, E>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    OrElapsed {
+        future,
+        limit: limit.map(|t| (sleep(t), t)),
+        elapsed,
+    }
+}
+
+impl<F, T, E> Future for OrElapsed<F, E>
+where
+    F: Future<Output = Result<T, E>>,
+{
+    type Output = Result<T, E>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(v) = this.future.poll(cx) {
+            return Poll::Ready(v);
+        }
+        if let Some((sleep, t)) = this.limit {
+            if Pin::new(sleep).poll(cx).is_ready() {
+                return Poll::Ready(Err((this.elapsed)(*t)));
+            }
+        }
+        Poll::Pending
+    }
+}
+
 /// Ticks every `period`, starting now. Missed ticks are skipped, not bunched.
 pub fn interval(period: Duration) -> Interval {
     assert!(!period.is_zero(), "interval period must be non-zero");

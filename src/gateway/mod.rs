@@ -57,7 +57,8 @@ mod upstreams;
 pub use body::GatewayBody;
 pub use config::{Balance, Config, InvalidUpstream, Upstream};
 
-use crate::client::{BoxError, Client, Connector, Error, ErrorKind, ResponseBody};
+use crate::client::{BoxError, Client, Error, ErrorKind, ResponseBody};
+use crate::engine::time::or_elapsed;
 use body::Home;
 use bytes::Bytes;
 use config::Speaks;
@@ -181,7 +182,18 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let shared = self.shared.clone();
-        Box::pin(async move { Ok(shared.handle(req).await) })
+        // The request's head is made here, before the future: what an async fn takes stays
+        // in its future to the end, so every layer of one would carry it again. Upgrades
+        // have futures of their own (connecting, TLS, the handshake): large, and rare.
+        if shared.config.upgrades && tunnel::is_upgrade(&req) {
+            return Box::pin(async move { Ok(tunnel::forward(&shared, req).await) });
+        }
+        if shared.config.upgrades && extended::is_websocket(&req) {
+            return Box::pin(async move { Ok(extended::forward(&shared, req).await) });
+        }
+        let (parts, body) = req.into_parts();
+        let head = shared.head_of(parts);
+        Box::pin(shared.exchange(head, Box::pin(body)))
     }
 }
 
@@ -192,33 +204,11 @@ struct Head {
     headers: HeaderMap,
 }
 
-/// Why an upstream did not answer.
-enum Failure {
-    /// The client failed (connect, a malformed response, a closed connection, ...).
-    Client(Error),
-    /// No response head within the first-byte timeout.
-    FirstByte(Duration),
-}
+/// Why an upstream did not answer: the client's error (connect, a malformed response, a
+/// closed connection, no response head within the first-byte timeout, ...).
+struct Failure(Error);
 
 impl Shared {
-    async fn handle<B>(self: Arc<Self>, req: Request<B>) -> Response<GatewayBody>
-    where
-        B: Body + Send + 'static,
-        B::Error: Into<BoxError>,
-    {
-        // Upgrades are boxed: their futures are large (connecting, TLS, the handshake), and
-        // inline every plain request's future would carry their room.
-        if self.config.upgrades && tunnel::is_upgrade(&req) {
-            return Box::pin(tunnel::forward(&self, req)).await;
-        }
-        if self.config.upgrades && extended::is_websocket(&req) {
-            return Box::pin(extended::forward(&self, req)).await;
-        }
-        let (parts, body) = req.into_parts();
-        let head = self.head_of(parts);
-        self.exchange(head, Box::pin(body)).await
-    }
-
     /// The request's head as it goes upstream: hop-by-hop fields out, forwarding fields
     /// in, `Host` kept or left to the upstream's authority.
     fn head_of(&self, parts: http::request::Parts) -> Head {
@@ -253,7 +243,11 @@ impl Shared {
     }
 
     /// Sends the request to an upstream, and to another while a failure allows it.
-    async fn exchange<B>(&self, mut head: Head, body: Pin<Box<B>>) -> Response<GatewayBody>
+    async fn exchange<B>(
+        self: Arc<Self>,
+        mut head: Head,
+        body: Pin<Box<B>>,
+    ) -> Result<Response<GatewayBody>, Infallible>
     where
         B: Body + Send + 'static,
         B::Error: Into<BoxError>,
@@ -277,22 +271,25 @@ impl Shared {
                 std::mem::take(&mut head.headers)
             };
             let (result, home) = match body.take().filter(|_| !empty) {
-                None => {
-                    let empty = Empty::<Bytes>::new();
-                    (self.send(&up, &head, headers, empty).await, None)
-                }
+                None => match self.request_to(&up, &head, headers, Empty::<Bytes>::new()) {
+                    Ok(req) => (self.send(&up, req).await, None),
+                    Err(f) => (Err(f), None),
+                },
                 Some(b) => {
                     // Boxed: inline, this second exchange would double the room of every
                     // request's future (the two are not laid over each other).
                     let (lent, home) = Home::lend(b);
-                    let sending = Box::pin(self.send(&up, &head, headers, lent));
-                    (sending.await, Some(home))
+                    let result = match self.request_to(&up, &head, headers, lent) {
+                        Ok(req) => Box::pin(self.send(&up, req)).await,
+                        Err(f) => Err(f),
+                    };
+                    (result, Some(home))
                 }
             };
             let failure = match result {
                 Ok(res) => {
                     up.succeeded();
-                    return self.respond(res, up);
+                    return Ok(self.respond(res, up));
                 }
                 Err(f) => f,
             };
@@ -309,74 +306,63 @@ impl Shared {
             let again = may_follow && at_hand && failure.may_retry(&head.method);
             tracing::debug!(upstream = %up.upstream(), error = %failure, again, "upstream failed");
             if !again {
-                return failure.answer(up.upstream());
+                return Ok(failure.answer(up.upstream()));
             }
             tried.push(up.index());
         }
     }
 
-    /// One attempt on `up`, under the first-byte timeout.
-    async fn send<T>(
+    /// What goes to `up` on one attempt: `head` with `headers` and `body`, to the
+    /// upstream's URI. Made before the attempt's future (see `Gateway::call`).
+    fn request_to<T>(
         &self,
         up: &InFlight,
         head: &Head,
         headers: HeaderMap,
         body: T,
-    ) -> Result<Response<ResponseBody>, Failure>
-    where
-        T: Body + Send + 'static,
-        T::Error: Into<BoxError>,
-    {
+    ) -> Result<Request<T>, Failure> {
         let mut req = Request::new(body);
         *req.method_mut() = head.method.clone();
         *req.headers_mut() = headers;
-        self.send_request(up, &head.path_and_query, req).await
+        self.set_uri(up, &head.path_and_query, &mut req)?;
+        Ok(req)
     }
 
-    /// `req` (its URI to be set) to `up`'s `path_and_query`, under the first-byte timeout.
-    async fn send_request<T>(
+    /// Points `req` at `up`'s `path_and_query`.
+    fn set_uri<T>(
         &self,
         up: &InFlight,
         path_and_query: &PathAndQuery,
-        mut req: Request<T>,
-    ) -> Result<Response<ResponseBody>, Failure>
-    where
-        T: Body + Send + 'static,
-        T::Error: Into<BoxError>,
-    {
-        let upstream = up.upstream();
-        *req.uri_mut() = upstream
+        req: &mut Request<T>,
+    ) -> Result<(), Failure> {
+        *req.uri_mut() = up
+            .upstream()
             .uri(path_and_query)
-            .map_err(|e| Failure::Client(Error::new(ErrorKind::InvalidUri, e)))?;
-        match upstream.speaks() {
-            Speaks::Http1 => self.timed(&self.http1, req).await,
-            Speaks::H2c => self.timed(&self.h2c, req).await,
-            #[cfg(feature = "tls")]
-            Speaks::Https => self.timed(&self.https, req).await,
-            #[cfg(feature = "http3")]
-            Speaks::H3 => self.timed(&self.h3, req).await,
-        }
+            .map_err(|e| Failure(Error::new(ErrorKind::InvalidUri, e)))?;
+        Ok(())
     }
 
-    /// `req` through `client`, under the first-byte timeout.
-    async fn timed<C, T>(
+    /// `req` (its URI set) through the client for `up`'s protocol, under the first-byte
+    /// timeout.
+    async fn send<T>(
         &self,
-        client: &Client<C>,
+        up: &InFlight,
         req: Request<T>,
     ) -> Result<Response<ResponseBody>, Failure>
     where
-        C: Connector,
         T: Body + Send + 'static,
         T::Error: Into<BoxError>,
     {
-        let sending = client.request(req);
-        match self.config.first_byte_timeout {
-            None => sending.await.map_err(Failure::Client),
-            Some(t) => match crate::engine::time::timeout(t, sending).await {
-                Ok(r) => r.map_err(Failure::Client),
-                Err(_) => Err(Failure::FirstByte(t)),
-            },
-        }
+        let limit = self.config.first_byte_timeout;
+        let result = match up.upstream().speaks() {
+            Speaks::Http1 => or_elapsed(limit, self.http1.request(req), no_first_byte).await,
+            Speaks::H2c => or_elapsed(limit, self.h2c.request(req), no_first_byte).await,
+            #[cfg(feature = "tls")]
+            Speaks::Https => or_elapsed(limit, self.https.request(req), no_first_byte).await,
+            #[cfg(feature = "http3")]
+            Speaks::H3 => or_elapsed(limit, self.h3.request(req), no_first_byte).await,
+        };
+        result.map_err(Failure)
     }
 
     /// The upstream's response as the client gets it.
@@ -400,28 +386,24 @@ impl Shared {
 impl Failure {
     /// Whether the upstream is to blame (not the client's own request body).
     fn is_upstreams(&self) -> bool {
-        !matches!(self, Failure::Client(e) if e.kind() == ErrorKind::RequestBody)
+        !matches!(self, Failure(e) if e.kind() == ErrorKind::RequestBody)
     }
 
     /// Whether another upstream may get the request: nothing was sent (a connect failure),
     /// or an idempotent request's upstream closed before answering.
     fn may_retry(&self, method: &Method) -> bool {
         match self {
-            Failure::Client(e) if e.is_connect() => true,
-            Failure::Client(e) => {
-                e.kind() == ErrorKind::ClosedBeforeResponse && is_idempotent(method)
-            }
-            Failure::FirstByte(_) => false,
+            Failure(e) if e.is_connect() => true,
+            Failure(e) => e.kind() == ErrorKind::ClosedBeforeResponse && is_idempotent(method),
         }
     }
 
     /// The gateway's answer: 504 for a timeout, 400 for the client's own body, else 502.
     fn answer(&self, upstream: &Upstream) -> Response<GatewayBody> {
         let status = match self {
-            Failure::FirstByte(_) => StatusCode::GATEWAY_TIMEOUT,
-            Failure::Client(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
-            Failure::Client(e) if e.kind() == ErrorKind::RequestBody => StatusCode::BAD_REQUEST,
-            Failure::Client(_) => StatusCode::BAD_GATEWAY,
+            Failure(e) if e.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
+            Failure(e) if e.kind() == ErrorKind::RequestBody => StatusCode::BAD_REQUEST,
+            Failure(_) => StatusCode::BAD_GATEWAY,
         };
         text_response(
             status,
@@ -432,10 +414,7 @@ impl Failure {
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Client(e) => write!(f, "{e}"),
-            Failure::FirstByte(t) => write!(f, "no response head within {t:?}"),
-        }
+        write!(f, "{}", self.0)
     }
 }
 
@@ -448,6 +427,11 @@ fn text_response(status: StatusCode, why: &str) -> Response<GatewayBody> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     res
+}
+
+/// The first-byte timeout's error: a timeout, so the client gets 504.
+fn no_first_byte(t: Duration) -> Error {
+    Error::new(ErrorKind::Timeout, format!("no response head within {t:?}"))
 }
 
 fn is_idempotent(method: &Method) -> bool {

@@ -170,7 +170,7 @@ impl Failed {
     fn is_connect(&self) -> bool {
         match self {
             Failed::Connect(_) => true,
-            Failed::Client(Failure::Client(e)) => e.is_connect(),
+            Failed::Client(Failure(e)) => e.is_connect(),
             _ => false,
         }
     }
@@ -359,8 +359,11 @@ async fn extended(shared: &Shared, up: &InFlight, head: &Head) -> Attempt {
     }
     let protocol = crate::http::Protocol::new("websocket").expect("a token");
     req.extensions_mut().insert(protocol);
-    let res = match shared.send_request(up, &head.path_and_query, req).await {
-        Err(Failure::Client(e)) if e.is_no_extended_connect() => return Err(Failed::NoExtended),
+    if let Err(f) = shared.set_uri(up, &head.path_and_query, &mut req) {
+        return Err(Failed::Client(f));
+    }
+    let res = match shared.send(up, req).await {
+        Err(Failure(e)) if e.is_no_extended_connect() => return Err(Failed::NoExtended),
         Err(f) => return Err(Failed::Client(f)),
         Ok(res) => res,
     };
