@@ -133,12 +133,14 @@ impl<H: 'static> Loop<H> {
             .min(u64::MAX as u128 - 1) as u64
     }
 
-    /// Sends a command and wakes the loop if it sleeps (coalescing wake-ups).
+    /// Sends a command and wakes the loop if it sleeps (coalescing wake-ups); a timer due
+    /// after the loop's own wake-up does not wake it.
     pub fn send(&self, cmd: Command<H>) {
-        let urgent = match &cmd {
-            Command::Timer(t) => self.nanos(t.deadline) < self.wakes_at.load(Ordering::SeqCst),
-            _ => true,
+        let due = match &cmd {
+            Command::Timer(t) => Some(self.nanos(t.deadline)),
+            _ => None,
         };
+        let urgent = || due.is_none_or(|due| due < self.wakes_at.load(Ordering::SeqCst));
         if self.commands.push(cmd, urgent) {
             if let Err(e) = self.poller.notify() {
                 tracing::error!(error = %e, "could not wake an event loop");
