@@ -181,7 +181,7 @@ impl<C: Connector> Client<C> {
     }
 
     /// Sends `req` (its URI absolute) and answers the response once its head has arrived;
-    /// the body streams.
+    /// the body streams. The request timeout, if set, counts from this call.
     pub fn request<B>(
         &self,
         req: Request<B>,
