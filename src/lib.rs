@@ -89,8 +89,6 @@ pub mod fuzzing;
 #[cfg(feature = "client")]
 pub mod gateway;
 pub mod http;
-#[cfg(all(test, fibr_loom))]
-mod loom_support;
 pub mod mux;
 #[cfg(target_os = "linux")]
 pub mod prefork;
@@ -99,6 +97,8 @@ mod proto;
 pub mod proxy;
 #[cfg(feature = "hyper")]
 pub mod rt;
+#[cfg(test)]
+mod test_support;
 #[cfg(feature = "tls")]
 pub mod tls;
 #[cfg(feature = "ws")]

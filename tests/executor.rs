@@ -555,6 +555,51 @@ fn a_thousand_concurrent_random_sleeps_all_complete() {
     });
 }
 
+/// Timeouts from about 67 ms up share loop timers by slot: each still fails at or after its
+/// own deadline, and about a slot late at most (1 and 4 ms here) plus the loop's delay,
+/// with two lengths and many start times at once; the ones that finish first are fine.
+#[test]
+fn a_thousand_concurrent_timeouts_each_fire_at_their_own_deadline() {
+    bounded(LIMIT, || {
+        fibr::run(async {
+            let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+            let hs: Vec<_> = (0..1000)
+                .map(|i| {
+                    let d = Duration::from_millis(if i % 2 == 0 { 100 } else { 300 });
+                    // Spread the starts over several slots.
+                    let start = Duration::from_micros(rng.next() % 20_000);
+                    fibr::spawn(async move {
+                        time::sleep(start).await;
+                        let t = Instant::now();
+                        let pass = i % 10 == 0;
+                        let r = time::timeout(d, async move {
+                            if pass {
+                                return 1;
+                            }
+                            std::future::pending::<u32>().await
+                        })
+                        .await;
+                        let el = t.elapsed();
+                        if pass {
+                            assert_eq!(r, Ok(1));
+                            return Duration::ZERO;
+                        }
+                        assert!(r.is_err(), "a pending future did not time out");
+                        assert!(el >= d, "timed out after {el:?}, before its {d:?}");
+                        el - d
+                    })
+                })
+                .collect();
+            let mut worst = Duration::ZERO;
+            for h in hs {
+                worst = worst.max(h.await.unwrap());
+            }
+            assert!(worst < Duration::from_millis(150), "{worst:?} late");
+            eprintln!("1000 shared timeouts: worst lateness {worst:?}");
+        });
+    });
+}
+
 #[test]
 fn a_dropped_sleep_fires_nothing() {
     bounded(LIMIT, || {

@@ -445,17 +445,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::Wake;
-
-    #[derive(Default)]
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::test_support::counting_waker;
 
     fn poll_body(body: &mut UpgradeBody) -> Poll<Option<Result<Frame<Bytes>, TunnelAborted>>> {
         Pin::new(body).poll_frame(&mut Context::from_waker(Waker::noop()))
@@ -467,8 +457,7 @@ mod tests {
     fn writes_wait_at_the_bound_until_the_body_drains() {
         let io = StreamIo::new(8);
         let mut body = UpgradeBody::stream(io.clone(), None);
-        let count = Arc::new(Count::default());
-        let waker = Waker::from(count.clone());
+        let (count, waker) = counting_waker();
         let mut cx = Context::from_waker(&waker);
         assert_eq!(io.poll_room(&mut cx), Poll::Ready(true));
         io.send(b"01234567").unwrap();
@@ -479,7 +468,7 @@ mod tests {
             panic!("queued data")
         };
         assert_eq!(f.into_data().unwrap(), &b"01234567"[..]);
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the writer is woken");
+        assert_eq!(count.wakes(), 1, "the writer is woken");
         assert_eq!(io.poll_room(&mut cx), Poll::Ready(true));
         io.close();
         assert!(!body.is_end_stream(), "one chunk left");

@@ -466,7 +466,7 @@ mod loom_tests {
 
     use super::{Direction, IoSource, CLOSED, READABLE, WRITABLE};
     use crate::engine::reactor::Source;
-    use crate::loom_support::counting_waker;
+    use crate::test_support::counting_waker;
     use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use loom::thread;
     use std::io;

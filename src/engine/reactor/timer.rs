@@ -176,7 +176,7 @@ mod loom_tests {
     //! runs once armed (arming needs a runtime).
 
     use super::{TimerEntry, Timers};
-    use crate::loom_support::counting_waker;
+    use crate::test_support::counting_waker;
     use loom::thread;
     use std::sync::Arc;
     use std::time::Instant;

@@ -190,26 +190,11 @@ fn wake(w: Option<Waker>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{counting_waker as counter, Count};
     use quinn_proto::{ConnectionError, Side};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use std::task::Wake;
-
-    #[derive(Default)]
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counter() -> (Arc<Count>, Waker) {
-        let c = Arc::new(Count::default());
-        (c.clone(), Waker::from(c))
-    }
 
     fn n(c: &Count) -> usize {
-        c.0.load(Ordering::SeqCst)
+        c.wakes()
     }
 
     fn id(i: u64) -> StreamId {

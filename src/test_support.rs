@@ -1,6 +1,9 @@
-//! What the loom models share.
+//! What the unit tests and the loom models share (loom's atomics under loom).
 
+#[cfg(fibr_loom)]
 use loom::sync::atomic::{AtomicUsize, Ordering};
+#[cfg(not(fibr_loom))]
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Wake, Waker};
 

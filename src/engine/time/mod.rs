@@ -16,19 +16,31 @@
 //! });
 //! ```
 
+mod coarse;
+
 use crate::engine::reactor::TimerEntry;
 use crate::engine::runtime::{Command, Runtime};
+pub(crate) use coarse::CoarseTimers;
+use coarse::Ticket;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// A future that completes at a deadline. Dropping it cancels the timer.
 pub struct Sleep {
     deadline: Instant,
-    entry: Option<Arc<TimerEntry>>,
+    /// A timeout's slot width (see `coarse`); `None` keeps a loop timer of its own.
+    shared_slot: Option<u32>,
+    armed: Armed,
+}
+
+enum Armed {
+    No,
+    Own(Arc<TimerEntry>),
+    Shared(Arc<CoarseTimers>, Ticket),
 }
 
 /// Waits until `duration` has passed.
@@ -40,7 +52,18 @@ pub fn sleep(duration: Duration) -> Sleep {
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
-        entry: None,
+        shared_slot: None,
+        armed: Armed::No,
+    }
+}
+
+/// A timeout's sleep: from about 67 ms up, it shares a loop timer with the timeouts due
+/// close to it, and may fire up to 1/64 of `duration` (at most about a second) late.
+fn timeout_sleep(duration: Duration) -> Sleep {
+    Sleep {
+        deadline: Instant::now() + duration,
+        shared_slot: coarse::slot_shift(duration),
+        armed: Armed::No,
     }
 }
 
@@ -52,9 +75,7 @@ impl Sleep {
 
     /// Moves the deadline (re-arming the timer).
     pub fn reset(&mut self, deadline: Instant) {
-        if let Some(e) = self.entry.take() {
-            e.cancel();
-        }
+        self.disarm();
         self.deadline = deadline;
     }
 
@@ -62,30 +83,58 @@ impl Sleep {
     pub fn is_elapsed(&self) -> bool {
         Instant::now() >= self.deadline
     }
+
+    fn disarm(&mut self) {
+        match std::mem::replace(&mut self.armed, Armed::No) {
+            Armed::No => {}
+            Armed::Own(e) => e.cancel(),
+            Armed::Shared(timers, ticket) => timers.cancel(&ticket),
+        }
+    }
+
+    fn arm(&mut self, waker: &Waker) {
+        let rt = Runtime::current();
+        let own = match self.shared_slot {
+            None => TimerEntry::new(self.deadline, waker.clone()),
+            Some(shift) => {
+                let (ticket, arm) = rt.coarse.register(self.deadline, shift, waker);
+                self.armed = Armed::Shared(rt.coarse.clone(), ticket);
+                // Only a slot's first waiter arms its loop timer.
+                let Some(arm) = arm else { return };
+                rt.pick_loop()
+                    .send(Command::Timer(TimerEntry::new(arm.at, arm.waker)));
+                return;
+            }
+        };
+        rt.pick_loop().send(Command::Timer(own.clone()));
+        self.armed = Armed::Own(own);
+    }
 }
 
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(e) = &self.entry {
+        if let Armed::Own(e) = &self.armed {
             return e.poll(cx.waker());
         }
         if Instant::now() >= self.deadline {
+            self.disarm();
             return Poll::Ready(());
         }
-        let entry = TimerEntry::new(self.deadline, cx.waker().clone());
-        let rt = Runtime::current();
-        rt.pick_loop().send(Command::Timer(entry.clone()));
-        self.entry = Some(entry);
+        if let Armed::Shared(timers, ticket) = &self.armed {
+            if timers.update(ticket, cx.waker()) {
+                return Poll::Pending;
+            }
+            // The slot fired before the deadline by this clock: wait again.
+        }
+        self.arm(cx.waker());
         Poll::Pending
     }
 }
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        if let Some(e) = &self.entry {
-            e.cancel();
-        }
+        self.disarm();
     }
 }
 
@@ -116,10 +165,14 @@ impl From<Elapsed> for std::io::Error {
 }
 
 /// Runs `future` for at most `duration`.
+///
+/// Timeouts are for when something went wrong, and most never fire: from about 67 ms up,
+/// the ones due close together share one timer, and one may fire up to 1/64 of its
+/// `duration` (at most about a second) after its deadline, never before.
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
     Timeout {
         future,
-        sleep: sleep(duration),
+        sleep: timeout_sleep(duration),
     }
 }
 
@@ -171,7 +224,7 @@ where
 {
     OrElapsed {
         future,
-        limit: limit.map(|t| (sleep(t), t)),
+        limit: limit.map(|t| (timeout_sleep(t), t)),
         elapsed,
     }
 }
