@@ -3,8 +3,8 @@
 
 use crate::engine::exec::pool::{WorkerPool, WorkerPoolConfig};
 use crate::engine::reactor;
+use crate::engine::reactor::coarse::CoarseTimers;
 use crate::engine::sys::{Backend, Poller};
-use crate::engine::time::CoarseTimers;
 use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -14,6 +14,7 @@
 //! The loop is generic over its host `H` (the runtime, `runtime::Runtime`), which it only
 //! hands to the sources: the runtime builds on the reactor, not the other way round.
 
+pub(crate) mod coarse;
 mod commands;
 mod slab;
 pub(crate) mod timer;

@@ -16,12 +16,9 @@
 //! });
 //! ```
 
-mod coarse;
-
+use crate::engine::reactor::coarse::{self, CoarseTimers, Ticket};
 use crate::engine::reactor::TimerEntry;
 use crate::engine::runtime::{Command, Runtime};
-pub(crate) use coarse::CoarseTimers;
-use coarse::Ticket;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -32,7 +29,7 @@ use std::time::{Duration, Instant};
 /// A future that completes at a deadline. Dropping it cancels the timer.
 pub struct Sleep {
     deadline: Instant,
-    /// A timeout's slot width (see `coarse`); `None` keeps a loop timer of its own.
+    /// A timeout's slot width (see `reactor::coarse`); `None` keeps a loop timer of its own.
     shared_slot: Option<u32>,
     armed: Armed,
 }
