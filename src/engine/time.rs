@@ -197,6 +197,7 @@ impl<F: Future> Future for Timeout<F> {
     }
 }
 
+#[cfg(feature = "client")]
 pin_project_lite::pin_project! {
     /// A fallible future under a time limit that may be absent; see [`or_elapsed`].
     pub(crate) struct OrElapsed<F, E> {
@@ -210,7 +211,8 @@ pin_project_lite::pin_project! {
 /// Runs `future` for at most `limit` (for ever without one); past it, the error
 /// `elapsed(limit)`. A future of its own rather than an async fn around [`timeout`]:
 /// that would hold `future` twice (as it took it, and inside the timeout), and a request's
-/// future is large.
+/// future is large. (The client's and the gateway's.)
+#[cfg(feature = "client")]
 pub(crate) fn or_elapsed<F, T, E>(
     limit: Option<Duration>,
     future: F,
@@ -226,6 +228,7 @@ where
     }
 }
 
+#[cfg(feature = "client")]
 impl<F, T, E> Future for OrElapsed<F, E>
 where
     F: Future<Output = Result<T, E>>,
