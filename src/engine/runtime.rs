@@ -3,7 +3,6 @@
 
 use crate::engine::exec::pool::{WorkerPool, WorkerPoolConfig};
 use crate::engine::reactor;
-use crate::engine::reactor::coarse::CoarseTimers;
 use crate::engine::sys::{Backend, Poller};
 use std::cell::RefCell;
 use std::io;
@@ -163,8 +162,6 @@ pub(crate) struct Runtime {
     pub loops: Vec<Arc<Loop>>,
     pub pool: WorkerPool,
     pub next_loop: AtomicUsize,
-    /// The timeouts that share loop timers (`time::timeout`).
-    pub coarse: Arc<CoarseTimers>,
     /// Queued output bytes over all connections (for `max_pending_bytes`).
     pub pending_bytes: AtomicUsize,
     live_conns: Mutex<usize>,
@@ -231,7 +228,6 @@ impl Runtime {
                 loops,
                 pool,
                 next_loop: AtomicUsize::new(0),
-                coarse: Arc::new(CoarseTimers::new()),
                 pending_bytes: AtomicUsize::new(0),
                 live_conns: Mutex::new(0),
                 conns_changed: Condvar::new(),

@@ -91,20 +91,19 @@ impl Sleep {
 
     fn arm(&mut self, waker: &Waker) {
         let rt = Runtime::current();
-        let own = match self.shared_slot {
-            None => TimerEntry::new(self.deadline, waker.clone()),
-            Some(shift) => {
-                let (ticket, arm) = rt.coarse.register(self.deadline, shift, waker);
-                self.armed = Armed::Shared(rt.coarse.clone(), ticket);
-                // Only a slot's first waiter arms its loop timer.
-                let Some(arm) = arm else { return };
-                rt.pick_loop()
-                    .send(Command::Timer(TimerEntry::new(arm.at, arm.waker)));
-                return;
-            }
+        let lp = rt.pick_loop();
+        let Some(shift) = self.shared_slot else {
+            let own = TimerEntry::new(self.deadline, waker.clone());
+            lp.send(Command::Timer(own.clone()));
+            self.armed = Armed::Own(own);
+            return;
         };
-        rt.pick_loop().send(Command::Timer(own.clone()));
-        self.armed = Armed::Own(own);
+        let (ticket, new_slot) = lp.coarse.register(self.deadline, shift, waker);
+        self.armed = Armed::Shared(lp.coarse.clone(), ticket);
+        // Only a slot's first waiter arms its loop timer.
+        if let Some(arm) = new_slot {
+            lp.send(Command::Timer(TimerEntry::new(arm.at, arm.waker)));
+        }
     }
 }
 

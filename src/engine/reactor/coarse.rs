@@ -42,7 +42,7 @@ pub(crate) struct Arm {
     pub waker: Waker,
 }
 
-/// The runtime's shared timeouts.
+/// A loop's shared timeouts.
 pub(crate) struct CoarseTimers {
     epoch: Instant,
     inner: Mutex<Table>,

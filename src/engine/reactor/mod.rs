@@ -21,6 +21,7 @@ pub(crate) mod timer;
 
 use crate::engine::exec::pool::{batch_len, batched, WorkerPool};
 use crate::engine::sys::{Event, Interest, Poller};
+use coarse::CoarseTimers;
 use commands::CommandQueue;
 use slab::Slab;
 use std::collections::HashMap;
@@ -106,6 +107,9 @@ pub(crate) struct Loop<H> {
     /// Counts turns, so the standby thread can tell whether anyone drives the loop.
     turns: AtomicU64,
     stopping: AtomicBool,
+    /// The timeouts that share this loop's timers (`time::timeout`): one table per loop,
+    /// so the workers of a large machine do not all take one lock.
+    pub coarse: Arc<CoarseTimers>,
 }
 
 /// How long the standby thread first sleeps between looks at its loop, and at most (it
@@ -125,6 +129,7 @@ impl<H: 'static> Loop<H> {
             state: Mutex::new(LoopState::new()),
             turns: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            coarse: Arc::new(CoarseTimers::new()),
         }
     }
 
