@@ -27,17 +27,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// A future that completes at a deadline. Dropping it cancels the timer.
+///
+/// As small as it can be (a deadline and a pointer): every connection keeps one armed.
 pub struct Sleep {
     deadline: Instant,
-    /// A timeout's slot width (see `reactor::coarse`); `None` keeps a loop timer of its own.
-    shared_slot: Option<u32>,
-    armed: Armed,
-}
-
-enum Armed {
-    No,
-    Own(Arc<TimerEntry>),
-    Shared(Arc<CoarseTimers>, Ticket),
+    entry: Option<Arc<TimerEntry>>,
 }
 
 /// Waits until `duration` has passed.
@@ -49,18 +43,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 pub fn sleep_until(deadline: Instant) -> Sleep {
     Sleep {
         deadline,
-        shared_slot: None,
-        armed: Armed::No,
-    }
-}
-
-/// A timeout's sleep: from about 67 ms up, it shares a loop timer with the timeouts due
-/// close to it, and may fire up to 1/64 of `duration` (at most about a second) late.
-fn timeout_sleep(duration: Duration) -> Sleep {
-    Sleep {
-        deadline: Instant::now() + duration,
-        shared_slot: coarse::slot_shift(duration),
-        armed: Armed::No,
+        entry: None,
     }
 }
 
@@ -72,7 +55,9 @@ impl Sleep {
 
     /// Moves the deadline (re-arming the timer).
     pub fn reset(&mut self, deadline: Instant) {
-        self.disarm();
+        if let Some(e) = self.entry.take() {
+            e.cancel();
+        }
         self.deadline = deadline;
     }
 
@@ -80,57 +65,31 @@ impl Sleep {
     pub fn is_elapsed(&self) -> bool {
         Instant::now() >= self.deadline
     }
-
-    fn disarm(&mut self) {
-        match std::mem::replace(&mut self.armed, Armed::No) {
-            Armed::No => {}
-            Armed::Own(e) => e.cancel(),
-            Armed::Shared(timers, ticket) => timers.cancel(&ticket),
-        }
-    }
-
-    fn arm(&mut self, waker: &Waker) {
-        let rt = Runtime::current();
-        let lp = rt.pick_loop();
-        let Some(shift) = self.shared_slot else {
-            let own = TimerEntry::new(self.deadline, waker.clone());
-            lp.send(Command::Timer(own.clone()));
-            self.armed = Armed::Own(own);
-            return;
-        };
-        let (ticket, new_slot) = lp.coarse.register(self.deadline, shift, waker);
-        self.armed = Armed::Shared(lp.coarse.clone(), ticket);
-        // Only a slot's first waiter arms its loop timer.
-        if let Some(arm) = new_slot {
-            lp.send(Command::Timer(TimerEntry::new(arm.at, arm.waker)));
-        }
-    }
 }
 
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if let Armed::Own(e) = &self.armed {
+        if let Some(e) = &self.entry {
             return e.poll(cx.waker());
         }
         if Instant::now() >= self.deadline {
-            self.disarm();
             return Poll::Ready(());
         }
-        if let Armed::Shared(timers, ticket) = &self.armed {
-            if timers.update(ticket, cx.waker()) {
-                return Poll::Pending;
-            }
-            // The slot fired before the deadline by this clock: wait again.
-        }
-        self.arm(cx.waker());
+        let entry = TimerEntry::new(self.deadline, cx.waker().clone());
+        Runtime::current()
+            .pick_loop()
+            .send(Command::Timer(entry.clone()));
+        self.entry = Some(entry);
         Poll::Pending
     }
 }
 
 impl Drop for Sleep {
     fn drop(&mut self) {
-        self.disarm();
+        if let Some(e) = &self.entry {
+            e.cancel();
+        }
     }
 }
 
@@ -138,6 +97,89 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+/// A timeout's timer. From about 67 ms up it joins the slot of a loop's shared timeouts
+/// (`reactor::coarse`) and may fire up to 1/64 of its duration (at most about a second)
+/// late; shorter, it is a [`Sleep`].
+enum Limit {
+    Own(Sleep),
+    Shared(SharedSleep),
+}
+
+struct SharedSleep {
+    deadline: Instant,
+    shift: u32,
+    waiting: Option<(Arc<CoarseTimers>, Ticket)>,
+}
+
+impl Limit {
+    fn new(duration: Duration) -> Limit {
+        let deadline = Instant::now() + duration;
+        match coarse::slot_shift(duration) {
+            None => Limit::Own(sleep_until(deadline)),
+            Some(shift) => Limit::Shared(SharedSleep {
+                deadline,
+                shift,
+                waiting: None,
+            }),
+        }
+    }
+
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self {
+            Limit::Own(sleep) => Pin::new(sleep).poll(cx),
+            Limit::Shared(shared) => shared.poll(cx.waker()),
+        }
+    }
+}
+
+impl SharedSleep {
+    fn poll(&mut self, waker: &Waker) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            self.cancel();
+            return Poll::Ready(());
+        }
+        if let Some((timers, ticket)) = &self.waiting {
+            if timers.update(ticket, waker) {
+                return Poll::Pending;
+            }
+            // The slot fired before the deadline by this clock: wait again.
+        }
+        let rt = Runtime::current();
+        let lp = rt.pick_loop();
+        let (ticket, new_slot) = lp.coarse.register(self.deadline, self.shift, waker);
+        self.waiting = Some((lp.coarse.clone(), ticket));
+        // Only a slot's first waiter arms its loop timer.
+        if let Some(arm) = new_slot {
+            lp.send(Command::Timer(TimerEntry::new(arm.at, arm.waker)));
+        }
+        Poll::Pending
+    }
+
+    fn cancel(&mut self) {
+        if let Some((timers, ticket)) = self.waiting.take() {
+            timers.cancel(&ticket);
+        }
+    }
+}
+
+impl Drop for SharedSleep {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+impl fmt::Debug for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let deadline = match self {
+            Limit::Own(sleep) => sleep.deadline,
+            Limit::Shared(shared) => shared.deadline,
+        };
+        f.debug_struct("Limit")
+            .field("deadline", &deadline)
             .finish()
     }
 }
@@ -168,7 +210,7 @@ impl From<Elapsed> for std::io::Error {
 pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
     Timeout {
         future,
-        sleep: timeout_sleep(duration),
+        limit: Limit::new(duration),
     }
 }
 
@@ -178,7 +220,7 @@ pin_project_lite::pin_project! {
     pub struct Timeout<F> {
         #[pin]
         future: F,
-        sleep: Sleep,
+        limit: Limit,
     }
 }
 
@@ -189,7 +231,7 @@ impl<F: Future> Future for Timeout<F> {
         if let Poll::Ready(v) = this.future.poll(cx) {
             return Poll::Ready(Ok(v));
         }
-        match Pin::new(this.sleep).poll(cx) {
+        match this.limit.poll(cx) {
             Poll::Ready(()) => Poll::Ready(Err(Elapsed(()))),
             Poll::Pending => Poll::Pending,
         }
@@ -202,7 +244,7 @@ pin_project_lite::pin_project! {
     pub(crate) struct OrElapsed<F, E> {
         #[pin]
         future: F,
-        limit: Option<(Sleep, Duration)>,
+        limit: Option<(Limit, Duration)>,
         elapsed: fn(Duration) -> E,
     }
 }
@@ -222,7 +264,7 @@ where
 {
     OrElapsed {
         future,
-        limit: limit.map(|t| (timeout_sleep(t), t)),
+        limit: limit.map(|t| (Limit::new(t), t)),
         elapsed,
     }
 }
@@ -238,8 +280,8 @@ where
         if let Poll::Ready(v) = this.future.poll(cx) {
             return Poll::Ready(v);
         }
-        if let Some((sleep, t)) = this.limit {
-            if Pin::new(sleep).poll(cx).is_ready() {
+        if let Some((limit, t)) = this.limit {
+            if limit.poll(cx).is_ready() {
                 return Poll::Ready(Err((this.elapsed)(*t)));
             }
         }
@@ -291,5 +333,18 @@ impl Interval {
     /// The period between ticks.
     pub fn period(&self) -> Duration {
         self.period
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every connection keeps a `Sleep` armed, so its size is part of an idle connection's
+    /// memory (the shared timeouts' extra state, 24 bytes, once made every one larger).
+    #[test]
+    fn a_sleep_is_a_deadline_and_a_pointer() {
+        assert_eq!(
+            std::mem::size_of::<super::Sleep>(),
+            std::mem::size_of::<std::time::Instant>() + std::mem::size_of::<usize>()
+        );
     }
 }
