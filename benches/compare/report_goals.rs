@@ -160,6 +160,19 @@ const PROXY_PINGPONG_CPU: Goal = Goal::filed(16, 0.70, Ratio).restated(
      kernel",
 );
 const PROXY_IDLE_BYTES: Goal = Goal::filed(16, 1500.0, Bytes);
+// Issue 30's, for fibr::gateway against nginx's `proxy_pass` and axum's reverse proxy, and
+// fibr::fs against nginx and tower-http's `ServeDir` (the side benches' tables; each row's
+// peers in their tables' order).
+const GATEWAY_NGINX_CPU: Goal = Goal::filed(30, 1.0, Ratio);
+const GATEWAY_AXUM_CPU: Goal = Goal::filed(30, 0.50, Ratio).restated(
+    0.75,
+    "the kernel's part of a proxied request, the same system calls as nginx's (~12 µs a \
+     request, utime/stime), is alone 0.55× the axum proxy's CPU; nginx stands at 0.69×",
+);
+const GATEWAY_IDLE_BYTES: Goal = Goal::filed(30, 1500.0, Bytes);
+const FILE_1K_NGINX_CPU: Goal = Goal::filed(30, 1.0, Ratio);
+const FILE_1K_SERVEDIR_CPU: Goal = Goal::filed(30, 0.50, Ratio);
+const FILE_GIB_NGINX_CPU: Goal = Goal::filed(30, 1.0, Ratio);
 
 /// The table being written.
 struct Rows(String);
@@ -414,6 +427,62 @@ impl Report {
             &PROXY_IDLE_BYTES,
             fig("idle").map_or(f64::NAN, |f| median(f.fibr.clone())),
         );
+        let side = |row: &str, peer: usize| self.side_ratio(row, peer);
+        t.one(
+            "gateway CPU per proxied GET vs nginx",
+            &GATEWAY_NGINX_CPU,
+            side("gateway-get", 1),
+        );
+        t.one(
+            "gateway CPU per proxied GET vs axum's reverse proxy",
+            &GATEWAY_AXUM_CPU,
+            side("gateway-get", 2),
+        );
+        t.one(
+            "gateway memory per idle client connection",
+            &GATEWAY_IDLE_BYTES,
+            self.side_median("gateway-idle"),
+        );
+        t.one(
+            "static files, CPU per 1 KiB GET vs nginx",
+            &FILE_1K_NGINX_CPU,
+            side("file-1k", 1),
+        );
+        t.one(
+            "static files, CPU per 1 KiB GET vs tower-http's ServeDir",
+            &FILE_1K_SERVEDIR_CPU,
+            side("file-1k", 2),
+        );
+        t.one(
+            "static files, CPU per GiB of a 100 MiB download vs nginx",
+            &FILE_GIB_NGINX_CPU,
+            side("file-100m", 1),
+        );
         t.0
+    }
+
+    /// A side bench's row `name` (NaN when no side bench ran it).
+    fn side_row(&self, name: &str) -> Option<side::Row> {
+        self.sides
+            .iter()
+            .filter_map(|v| side::parse(v).ok())
+            .flat_map(|(_, rows)| rows)
+            .find(|r| r.name == name)
+    }
+
+    /// fibr's median over the median of the side bench's peer in column `peer` (1: the
+    /// first peer), for row `name`.
+    fn side_ratio(&self, name: &str, peer: usize) -> f64 {
+        self.side_row(name)
+            .map_or(f64::NAN, |r| match r.figures.get(peer) {
+                Some(p) => median(r.figures[0].clone()) / median(p.clone()),
+                None => f64::NAN,
+            })
+    }
+
+    /// fibr's median in a side bench's row `name`.
+    fn side_median(&self, name: &str) -> f64 {
+        self.side_row(name)
+            .map_or(f64::NAN, |r| median(r.figures[0].clone()))
     }
 }
