@@ -12,6 +12,7 @@ pub(crate) mod h1;
 pub(crate) mod h2;
 #[cfg(feature = "http3")]
 pub(crate) mod h3;
+pub(crate) mod header_maps;
 pub(crate) mod shared;
 pub(crate) mod socks;
 #[cfg(feature = "tls")]

@@ -6,6 +6,7 @@
 
 use crate::engine::buf::PooledBuf;
 use crate::engine::sys::socket;
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, IoSlice};
@@ -17,6 +18,16 @@ use {super::splice::Pipe, std::sync::Arc};
 const CORK_SIZE: usize = 16 * 1024;
 /// Most buffers gathered into one vectored write.
 const MAX_IOVECS: usize = 64;
+
+thread_local! {
+    /// An emptied chunk queue, kept for the next connection this thread writes for: an idle
+    /// connection holds no queue, and without this each keep-alive response's write would
+    /// allocate one and free it again.
+    static SPARE_CHUNKS: Cell<VecDeque<Chunk>> = const { Cell::new(VecDeque::new()) };
+}
+
+/// A spare queue grown past this many chunks (a backed-up connection's) is freed.
+const SPARE_MAX_CHUNKS: usize = 8;
 
 enum Data {
     Pooled(PooledBuf),
@@ -73,8 +84,26 @@ impl Output {
     }
 
     pub fn clear(&mut self) {
-        self.chunks = VecDeque::new();
+        self.chunks.clear();
+        self.release_chunks();
         self.queued = 0;
+    }
+
+    /// Queues `chunk` last, in the thread's spare queue if this one has no room yet.
+    fn push(&mut self, chunk: Chunk) {
+        if self.chunks.capacity() == 0 {
+            self.chunks = SPARE_CHUNKS.try_with(Cell::take).unwrap_or_default();
+        }
+        self.chunks.push_back(chunk);
+    }
+
+    /// Gives the (empty) queue's memory to the thread's spare: the connection keeps none.
+    fn release_chunks(&mut self) {
+        debug_assert!(self.chunks.is_empty());
+        let chunks = std::mem::take(&mut self.chunks);
+        if chunks.capacity() > 0 && chunks.capacity() <= SPARE_MAX_CHUNKS {
+            let _ = SPARE_CHUNKS.try_with(|spare| spare.replace(chunks));
+        }
     }
 
     pub fn push_bytes(&mut self, bufs: &[IoSlice<'_>]) {
@@ -109,7 +138,7 @@ impl Output {
             }
             Data::Owned(v)
         };
-        self.chunks.push_back(Chunk::Bytes { data, pos: 0 });
+        self.push(Chunk::Bytes { data, pos: 0 });
     }
 
     /// Queues `data` as it is (no copy): bytes a layer produced (handshake, alerts).
@@ -118,7 +147,7 @@ impl Output {
             return;
         }
         self.queued += data.len() as u64;
-        self.chunks.push_back(Chunk::Bytes {
+        self.push(Chunk::Bytes {
             data: Data::Owned(data),
             pos: 0,
         });
@@ -137,7 +166,7 @@ impl Output {
             } else {
                 Data::Owned(Vec::with_capacity(reserve))
             };
-            self.chunks.push_back(Chunk::Bytes { data, pos: 0 });
+            self.push(Chunk::Bytes { data, pos: 0 });
         }
         let Some(Chunk::Bytes { data, .. }) = self.chunks.back_mut() else {
             unreachable!("a bytes chunk was just made the back one")
@@ -214,7 +243,7 @@ impl Output {
             return;
         }
         self.queued += len;
-        self.chunks.push_back(Chunk::File {
+        self.push(Chunk::File {
             file,
             offset,
             remaining: len,
@@ -231,7 +260,7 @@ impl Output {
                 return;
             }
         }
-        self.chunks.push_back(Chunk::Pipe {
+        self.push(Chunk::Pipe {
             pipe: pipe.clone(),
             len,
         });
@@ -244,7 +273,7 @@ impl Output {
     /// Queues `data` as datagrams of `segment_size` bytes, the last may be shorter (UDP).
     pub fn push_segments(&mut self, data: &[u8], segment_size: usize) {
         self.queued += data.len() as u64;
-        self.chunks.push_back(Chunk::Datagram(Datagrams {
+        self.push(Chunk::Datagram(Datagrams {
             data: data.to_vec(),
             segment_size,
         }));
@@ -270,7 +299,7 @@ impl Output {
             self.release_pooled();
         } else if self.chunks.capacity() > 0 {
             // An idle connection keeps no output memory at all.
-            self.chunks = VecDeque::new();
+            self.release_chunks();
         }
         res
     }
@@ -323,19 +352,30 @@ impl Output {
                     Err(e) => return Err(e),
                 },
                 Some(Chunk::Bytes { .. }) => {
-                    let mut iov: [IoSlice<'_>; MAX_IOVECS] = [IoSlice::new(&[]); MAX_IOVECS];
-                    let mut n = 0;
-                    for c in self.chunks.iter() {
-                        match c {
-                            Chunk::Bytes { data, pos } if n < MAX_IOVECS => {
-                                iov[n] = IoSlice::new(&data.bytes()[*pos..]);
-                                n += 1;
+                    let one: [IoSlice<'_>; 1];
+                    let mut iov: [IoSlice<'_>; MAX_IOVECS];
+                    let slices: &[IoSlice<'_>] = if let (1, Some(Chunk::Bytes { data, pos })) =
+                        (self.chunks.len(), self.chunks.front())
+                    {
+                        // Usually the round's one cork: no array of slices to fill.
+                        one = [IoSlice::new(&data.bytes()[*pos..])];
+                        &one
+                    } else {
+                        iov = [IoSlice::new(&[]); MAX_IOVECS];
+                        let mut n = 0;
+                        for c in self.chunks.iter() {
+                            match c {
+                                Chunk::Bytes { data, pos } if n < MAX_IOVECS => {
+                                    iov[n] = IoSlice::new(&data.bytes()[*pos..]);
+                                    n += 1;
+                                }
+                                _ => break,
                             }
-                            _ => break,
                         }
-                    }
-                    let wanted: usize = iov[..n].iter().map(|b| b.len()).sum();
-                    match socket::send_vectored(fd, &iov[..n]) {
+                        &iov[..n]
+                    };
+                    let wanted: usize = slices.iter().map(|b| b.len()).sum();
+                    match socket::send_vectored(fd, slices) {
                         Ok(written) => {
                             self.advance(written);
                             if written < wanted {

@@ -19,6 +19,7 @@ use crate::proto::h1::parse::RequestHead;
 use crate::proto::h1::server::{
     After, Clock, Dispatch, Dispatched, Front, Limits, NewBody, ServerConn, Started, Upgrade,
 };
+use crate::proto::header_maps;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::Body;
@@ -401,7 +402,10 @@ where
     let (mut parts, mut body) = resp.into_parts();
     cfg.advertise(&mut parts.headers);
     let exact = body.size_hint().exact();
-    let framing = match h1.begin_response(clock, &mut parts, exact, out) {
+    let started = h1.begin_response(clock, &mut parts, exact, out);
+    // The head is written: its map serves the next head parsed on this thread.
+    header_maps::give(std::mem::take(&mut parts.headers));
+    let framing = match started {
         Started::Done(after) => return Some(after),
         Started::Body(framing) => framing,
     };

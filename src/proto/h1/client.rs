@@ -140,7 +140,7 @@ fn build_head(
 
     // Room for one field more than came: a proxy adds its `Via`, which would otherwise
     // grow (rehash) a full map.
-    let mut headers = HeaderMap::try_with_capacity(res.headers.len() + 1)
+    let mut headers = crate::proto::header_maps::take(res.headers.len() + 1)
         .map_err(|_| ResponseError::TooManyHeaders)?;
     let mut content_length: Option<u64> = None;
     let mut te = TransferEncodingState::default();
