@@ -13,7 +13,8 @@ use http::HeaderMap;
 use std::cell::RefCell;
 
 /// Maps kept per thread: enough for the heads a worker has between a parse and a write
-/// (a pipelined group, an h2 connection's burst), few enough not to matter (~1 KB each).
+/// (a pipelined group, an h2 connection's burst), few enough not to matter: a usual
+/// head's map is ~1 KB, one at `MAX_KEPT_CAPACITY` ~7 KB, so at most ~112 KB a thread.
 const KEEP: usize = 16;
 
 /// A map that grew beyond this many entries (a large head) is freed, not kept.
