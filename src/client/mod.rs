@@ -262,7 +262,11 @@ impl<C: Connector> Client<C> {
                 }
                 Picked::H1(mut conn) => match conn.conn.exchange(&mut req, framing, max_body).await
                 {
-                    Ok(answer) => return Ok(self.learn(&key, respond(conn, answer, max_body))),
+                    Ok(answer) => {
+                        // Its head is sent: the map is kept for the next head parsed here.
+                        crate::proto::header_maps::give(std::mem::take(req.headers_mut()));
+                        return Ok(self.learn(&key, respond(conn, answer, max_body)));
+                    }
                     Err(f) => (f, false),
                 },
                 Picked::H2(h2) => match h2.send(take_or_copy(&mut req), &key, max_body).await {

@@ -6,6 +6,7 @@ use crate::proto::h1::encode::decimal;
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::Version;
+use std::cell::RefCell;
 use std::fmt::{self, Write};
 use std::net::IpAddr;
 
@@ -75,19 +76,14 @@ pub(super) fn add_forwarding(headers: &mut HeaderMap, config: &Config, origin: &
     // Room for the four at once: the map grows once, not field by field.
     headers.reserve(4);
     if config.forwarded {
-        append_to_list(
-            headers,
-            header::FORWARDED,
-            value_of(|w| forwarded_element(origin, w)),
-        );
+        if let Some(v) = forwarded(origin) {
+            append_to_list(headers, header::FORWARDED, v);
+        }
     }
     if config.x_forwarded_for {
-        let ip = value_of(|w| match origin.client {
-            Some(IpAddr::V4(ip)) => write_ipv4(ip, w),
-            Some(ip) => write!(w, "{ip}"),
-            None => w.write_str("unknown"),
-        });
-        append_to_list(headers, X_FORWARDED_FOR, ip);
+        if let Some(v) = x_forwarded_for(origin.client) {
+            append_to_list(headers, X_FORWARDED_FOR, v);
+        }
     }
     if config.x_forwarded_proto {
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(origin.proto));
@@ -95,6 +91,78 @@ pub(super) fn add_forwarding(headers: &mut HeaderMap, config: &Config, origin: &
     if config.via {
         add_via(headers, origin.version);
     }
+}
+
+// A keep-alive connection's requests come to the same worker one after another, so the
+// last client's forwarding values are kept per thread: its next request takes them without
+// formatting or allocating (the values share their bytes).
+thread_local! {
+    /// The last `Forwarded` element made here, and what it was made of (the `Host` as a
+    /// copy: a field of the request would keep its whole head alive).
+    static LAST_FORWARDED: RefCell<Option<LastForwarded>> = const { RefCell::new(None) };
+    /// The last `X-Forwarded-For` address made here, and for which client.
+    static LAST_X_FORWARDED_FOR: RefCell<Option<(Option<IpAddr>, HeaderValue)>> =
+        const { RefCell::new(None) };
+}
+
+struct LastForwarded {
+    client: Option<IpAddr>,
+    proto: &'static str,
+    host: Option<Box<[u8]>>,
+    value: HeaderValue,
+}
+
+/// This hop's `Forwarded` element for `origin` (`None`: not a valid field value).
+fn forwarded(origin: &Origin) -> Option<HeaderValue> {
+    let host = origin.host.as_ref().map(HeaderValue::as_bytes);
+    let kept = LAST_FORWARDED.try_with(|last| {
+        let last = last.try_borrow().ok()?;
+        let last = last.as_ref()?;
+        let same = last.client == origin.client
+            && last.proto == origin.proto
+            && last.host.as_deref() == host;
+        same.then(|| last.value.clone())
+    });
+    if let Ok(Some(value)) = kept {
+        return Some(value);
+    }
+    let value = HeaderValue::from_maybe_shared(value_of(|w| forwarded_element(origin, w))).ok()?;
+    let _ = LAST_FORWARDED.try_with(|last| {
+        if let Ok(mut last) = last.try_borrow_mut() {
+            *last = Some(LastForwarded {
+                client: origin.client,
+                proto: origin.proto,
+                host: host.map(Box::from),
+                value: value.clone(),
+            });
+        }
+    });
+    Some(value)
+}
+
+/// The client's address as `X-Forwarded-For` gives it (`unknown` when the server did not
+/// say it).
+fn x_forwarded_for(client: Option<IpAddr>) -> Option<HeaderValue> {
+    let kept = LAST_X_FORWARDED_FOR.try_with(|last| {
+        let last = last.try_borrow().ok()?;
+        let (ip, value) = last.as_ref()?;
+        (*ip == client).then(|| value.clone())
+    });
+    if let Ok(Some(value)) = kept {
+        return Some(value);
+    }
+    let value = HeaderValue::from_maybe_shared(value_of(|w| match client {
+        Some(IpAddr::V4(ip)) => write_ipv4(ip, w),
+        Some(ip) => write!(w, "{ip}"),
+        None => w.write_str("unknown"),
+    }))
+    .ok()?;
+    let _ = LAST_X_FORWARDED_FOR.try_with(|last| {
+        if let Ok(mut last) = last.try_borrow_mut() {
+            *last = Some((client, value.clone()));
+        }
+    });
+    Some(value)
 }
 
 /// Appends this hop to `Via` (RFC 9110 §7.6.3): the protocol it was received in, and who.
@@ -106,18 +174,16 @@ pub(super) fn add_via(headers: &mut HeaderMap, received: Version) {
         Version::HTTP_3 => "3 fibr",
         _ => "1.1 fibr",
     };
-    append_to_list(headers, header::VIA, Bytes::from_static(v.as_bytes()));
+    append_to_list(headers, header::VIA, HeaderValue::from_static(v));
 }
 
 /// `existing, value` as one field line: some upstreams read only the first line of a list.
 /// A value that is no valid field value is left out.
-fn append_to_list(headers: &mut HeaderMap, name: HeaderName, value: Bytes) {
+fn append_to_list(headers: &mut HeaderMap, name: HeaderName, value: HeaderValue) {
     // One lookup: most requests carry no such field yet.
     match headers.entry(name) {
         Entry::Vacant(e) => {
-            if let Ok(v) = HeaderValue::from_maybe_shared(value) {
-                e.insert(v);
-            }
+            e.insert(value);
         }
         Entry::Occupied(mut e) => {
             let mut joined = Vec::new();
@@ -125,7 +191,7 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, value: Bytes) {
                 joined.extend_from_slice(v.as_bytes());
                 joined.extend_from_slice(b", ");
             }
-            joined.extend_from_slice(&value);
+            joined.extend_from_slice(value.as_bytes());
             if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(joined)) {
                 // Replaces every line the field had with the one.
                 e.insert(v);
@@ -153,16 +219,23 @@ fn write_ipv4(ip: std::net::Ipv4Addr, w: &mut dyn Write) -> fmt::Result {
 /// and a host with a port are quoted, as the grammar wants.
 fn forwarded_element(origin: &Origin, w: &mut dyn Write) -> fmt::Result {
     match origin.client {
-        Some(IpAddr::V4(ip)) => write!(w, "for={ip}"),
+        Some(IpAddr::V4(ip)) => {
+            w.write_str("for=")?;
+            write_ipv4(ip, w)
+        }
         Some(IpAddr::V6(ip)) => write!(w, "for=\"[{ip}]\""),
-        None => write!(w, "for=unknown"),
+        None => w.write_str("for=unknown"),
     }?;
-    write!(w, ";proto={}", origin.proto)?;
+    w.write_str(";proto=")?;
+    w.write_str(origin.proto)?;
     if let Some(host) = origin.host.as_ref().and_then(|h| h.to_str().ok()) {
         if host.bytes().all(is_tchar) {
-            write!(w, ";host={host}")?;
+            w.write_str(";host=")?;
+            w.write_str(host)?;
         } else if !host.contains(['"', '\\']) {
-            write!(w, ";host=\"{host}\"")?;
+            w.write_str(";host=\"")?;
+            w.write_str(host)?;
+            w.write_str("\"")?;
         }
     }
     Ok(())
@@ -273,6 +346,53 @@ mod tests {
             h[header::FORWARDED],
             "for=192.0.2.7;proto=https;host=\"example.com:8443\""
         );
+    }
+
+    #[test]
+    fn a_clients_kept_values_go_to_no_other_client() {
+        let fields = |o: &Origin| {
+            let mut h = HeaderMap::new();
+            add_forwarding(&mut h, &Config::default().with_forwarded(true), o);
+            let text = |name| h[name].to_str().unwrap().to_owned();
+            (text(&header::FORWARDED), text(&X_FORWARDED_FOR))
+        };
+        let a = origin(Some("192.0.2.7".parse().unwrap()), "a.example");
+        let other_ip = origin(Some("192.0.2.8".parse().unwrap()), "a.example");
+        let other_host = origin(Some("192.0.2.7".parse().unwrap()), "b.example");
+        let other_proto = Origin {
+            proto: "http",
+            ..origin(Some("192.0.2.7".parse().unwrap()), "a.example")
+        };
+        let no_host = Origin {
+            host: None,
+            ..origin(Some("192.0.2.7".parse().unwrap()), "a.example")
+        };
+        for _ in 0..2 {
+            assert_eq!(
+                fields(&a),
+                (
+                    "for=192.0.2.7;proto=https;host=a.example".into(),
+                    "192.0.2.7".into()
+                )
+            );
+            assert_eq!(
+                fields(&other_ip),
+                (
+                    "for=192.0.2.8;proto=https;host=a.example".into(),
+                    "192.0.2.8".into()
+                )
+            );
+            assert_eq!(fields(&a).0, "for=192.0.2.7;proto=https;host=a.example");
+            assert_eq!(
+                fields(&other_host).0,
+                "for=192.0.2.7;proto=https;host=b.example"
+            );
+            assert_eq!(
+                fields(&other_proto).0,
+                "for=192.0.2.7;proto=http;host=a.example"
+            );
+            assert_eq!(fields(&no_host).0, "for=192.0.2.7;proto=https");
+        }
     }
 
     #[test]

@@ -193,7 +193,10 @@ where
         }
         let (parts, body) = req.into_parts();
         let head = shared.head_of(parts);
-        Box::pin(shared.exchange(head, Box::pin(body)))
+        // An empty body (a GET's) is not kept: it goes as `Empty`, which the client can
+        // send again itself (a stale pooled connection) and which never needs lending.
+        let body = (!body.is_end_stream()).then(|| Box::pin(body));
+        Box::pin(shared.exchange(head, body))
     }
 }
 
@@ -246,16 +249,12 @@ impl Shared {
     async fn exchange<B>(
         self: Arc<Self>,
         mut head: Head,
-        body: Pin<Box<B>>,
+        mut body: Option<Pin<Box<B>>>,
     ) -> Result<Response<GatewayBody>, Infallible>
     where
         B: Body + Send + 'static,
         B::Error: Into<BoxError>,
     {
-        // An empty body goes as `Empty`, which the client can send again itself (a stale
-        // pooled connection) and which never needs lending.
-        let empty = body.is_end_stream();
-        let mut body = Some(body);
         // The upstreams tried before this attempt (no allocation until a retry).
         let mut tried = Vec::new();
         loop {
@@ -270,7 +269,8 @@ impl Shared {
             } else {
                 std::mem::take(&mut head.headers)
             };
-            let (result, home) = match body.take().filter(|_| !empty) {
+            let (result, home) = match body.take() {
+                // No body (see `Gateway::call`).
                 None => match self.request_to(&up, &head, headers, Empty::<Bytes>::new()) {
                     Ok(req) => (self.send(&up, req).await, None),
                     Err(f) => (Err(f), None),

@@ -12,13 +12,15 @@ use http::header::MaxSizeReached;
 use http::HeaderMap;
 use std::cell::RefCell;
 
-/// Maps kept per thread: enough for the heads a worker has between a parse and a write
-/// (a pipelined group, an h2 connection's burst), few enough not to matter: a usual
-/// head's map is ~1 KB, one at `MAX_KEPT_CAPACITY` ~7 KB, so at most ~112 KB a thread.
-const KEEP: usize = 16;
+/// Maps kept per thread: as many as the heads a worker has in flight at once (a
+/// pipelined group, an h2 connection's burst, a gateway's requests waiting on their
+/// upstreams: each is parsed long before its response is written). A thread keeps only
+/// what it once had in use together, and at most ~1.3 KB a map (12 entries) usually,
+/// ~2.6 KB at `MAX_KEPT_CAPACITY`: at most ~330 KB a thread.
+const KEEP: usize = 128;
 
 /// A map that grew beyond this many entries (a large head) is freed, not kept.
-const MAX_KEPT_CAPACITY: usize = 64;
+const MAX_KEPT_CAPACITY: usize = 24;
 
 thread_local! {
     static SPARE: RefCell<Vec<HeaderMap>> = const { RefCell::new(Vec::new()) };

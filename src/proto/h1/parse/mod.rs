@@ -346,8 +346,10 @@ fn build_head(
     let uri = Uri::from_maybe_shared(share(path.as_bytes())).map_err(|_| ParseError::InvalidUri)?;
     check_target_form(&method, &uri, path)?;
 
-    // HeaderMap holds at most 32768 entries (and panics beyond if not asked nicely).
-    let mut headers = crate::proto::header_maps::take(req.headers.len())
+    // HeaderMap holds at most 32768 entries (and panics beyond if not asked nicely). Room
+    // for the fields a proxy adds (`Forwarded`, `X-Forwarded-For`, `X-Forwarded-Proto`,
+    // `Via`): a full map would grow (rehash) for them.
+    let mut headers = crate::proto::header_maps::take(req.headers.len() + 4)
         .map_err(|_| ParseError::TooManyHeaders)?;
     let mut content_length: Option<u64> = None;
     let mut te = TransferEncodingState::default();
