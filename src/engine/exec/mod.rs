@@ -3,6 +3,8 @@
 mod drive_gate;
 mod next_slot;
 pub(crate) mod pool;
+#[cfg(feature = "client")]
+pub(crate) mod recycled;
 pub(crate) mod state;
 mod task;
 
