@@ -54,7 +54,10 @@ pub(super) struct H1State<S: Service<Request<Incoming>>, B> {
     switch: Option<crate::http::switch::OnSwitch>,
 }
 
-impl<S: Service<Request<Incoming>>, B> H1State<S, B> {
+impl<S: Service<Request<Incoming>>, B: 'static> H1State<S, B>
+where
+    S::Future: 'static,
+{
     pub(super) fn new(conn: &Conn, svc: S, tls: ConnTls) -> H1State<S, B> {
         H1State {
             svc,
@@ -341,7 +344,7 @@ where
 /// Writes the responses that are ready at the front of the queue into `out`, in order:
 /// heads and bodies through the machine, a file by `sendfile`, a streaming body until it
 /// waits (or the socket's output is over `response_buffer`: `on_drained` comes back here).
-fn write_ready<F, B>(
+fn write_ready<F: 'static, B>(
     h1: &mut ServerConn<BodySender, Stage<F, B>>,
     conn: &Conn,
     cx: &mut Context<'_>,
@@ -388,7 +391,7 @@ fn write_ready<F, B>(
 
 /// Writes a response's head, and its body if it is a file: the response is then done
 /// (`Some`); `None`: its body streams (`Front::Writing` next).
-fn start_response<F, B>(
+fn start_response<F: 'static, B>(
     h1: &mut ServerConn<BodySender, Stage<F, B>>,
     clock: Clock,
     resp: Response<B>,
@@ -445,7 +448,7 @@ where
 
 /// Writes what a streaming response body has ready: `Some` once it has ended (or failed,
 /// which closes the connection), `None` while it waits.
-fn stream_body<F, B>(
+fn stream_body<F: 'static, B>(
     h1: &mut ServerConn<BodySender, Stage<F, B>>,
     clock: Clock,
     mut body: Pin<Box<B>>,
@@ -502,14 +505,14 @@ struct H1Body<'a, X> {
     ended: Option<Result<After, String>>,
 }
 
-impl<X> H1Body<'_, X> {
+impl<X: 'static> H1Body<'_, X> {
     fn finish(&mut self, trailers: Option<&http::HeaderMap>) {
         let end = self.h1.finish_body(self.clock, trailers, self.out);
         self.ended = Some(end.map_err(|e| e.to_string()));
     }
 }
 
-impl<X, D: bytes::Buf> Sink<D> for H1Body<'_, X> {
+impl<X: 'static, D: bytes::Buf> Sink<D> for H1Body<'_, X> {
     fn ready(&mut self) -> Room {
         let Some(limit) = self.limit else {
             return Room::Go;

@@ -28,6 +28,7 @@ mod echo;
 mod limits;
 mod respond;
 mod round;
+mod spare_queue;
 #[cfg(test)]
 mod tests;
 
@@ -223,7 +224,7 @@ pub(crate) struct ServerConn<B, X> {
     idle_since: Instant,
 }
 
-impl<B: BodySink, X> ServerConn<B, X> {
+impl<B: BodySink, X: 'static> ServerConn<B, X> {
     pub(crate) fn new(now: Instant) -> ServerConn<B, X> {
         ServerConn {
             kept: Vec::new(),
@@ -457,7 +458,7 @@ impl<B: BodySink, X> ServerConn<B, X> {
             _ => {}
         }
         self.parked = !called;
-        self.queue.push_back(Slot {
+        self.enqueue(Slot {
             version,
             head_only,
             connect,
@@ -471,10 +472,18 @@ impl<B: BodySink, X> ServerConn<B, X> {
         taken
     }
 
+    /// Queues `slot` last, in the thread's spare queue if this connection holds none.
+    fn enqueue(&mut self, slot: Slot<X>) {
+        if self.queue.capacity() == 0 {
+            self.queue = spare_queue::take();
+        }
+        self.queue.push_back(slot);
+    }
+
     /// Queues a response the machine makes itself, and stops reading requests.
     fn answer_error(&mut self, status: StatusCode, version: Version) {
         self.reading = Reading::Stopped;
-        self.queue.push_back(Slot {
+        self.enqueue(Slot {
             version,
             head_only: false,
             connect: false,

@@ -13,7 +13,7 @@ use http::{header, HeaderMap, HeaderValue, StatusCode, Version};
 use std::collections::VecDeque;
 use std::time::Instant;
 
-impl<B: BodySink, X> ServerConn<B, X> {
+impl<B: BodySink, X: 'static> ServerConn<B, X> {
     /// The response to write next. Before it, an owed `100 Continue` goes out here once
     /// the service has asked for the body and every earlier response is written.
     pub(crate) fn front(&mut self, out: &mut Vec<u8>) -> Option<Front<'_, X>> {

@@ -4,10 +4,9 @@
 use super::respond::error_response;
 use super::{Actions, BodyFailure, BodySink, Clock, Continue, Limits, Reading, ServerConn};
 use http::{StatusCode, Version};
-use std::collections::VecDeque;
 use std::time::Instant;
 
-impl<B: BodySink, X> ServerConn<B, X> {
+impl<B: BodySink, X: 'static> ServerConn<B, X> {
     /// After the round's writes: the timeouts that expired (a 408 goes into `out`), what
     /// to do with reads, whether to close, and the next deadline. `reads_paused`: the
     /// connection holds reads for its output backlog (then the client is waiting on us,
@@ -21,9 +20,9 @@ impl<B: BodySink, X> ServerConn<B, X> {
     ) -> Actions {
         self.drop_long_unread_body(limits);
         if self.queue.is_empty() {
-            // An idle keep-alive connection keeps no queue (its slots are large); within a
-            // round the allocation serves every pipelined request in turn.
-            self.queue = VecDeque::new();
+            // An idle keep-alive connection keeps no queue (its slots are large): the
+            // thread keeps it for the next connection's request.
+            super::spare_queue::give(std::mem::take(&mut self.queue));
         }
         let deadline = match self.deadline(limits, reads_paused) {
             Some((at, kind)) if clock.now >= at => {
