@@ -3,9 +3,9 @@
 //!
 //! glibc serves blocks up to ~1 KiB from per-thread caches; a larger future (a gateway
 //! request's, ~2.2 KiB) goes through its general bins on every request, and its free
-//! costs as much again (callgrind: ~1,000 instructions a request for the pair). A thread
-//! has as many such futures alive as requests waiting on their upstreams, so it keeps up
-//! to [`KEEP`] freed blocks.
+//! costs as much again (callgrind, a proxied keep-alive GET: 880 instructions fewer with
+//! the block kept, 32,068 -> 31,188). A thread has as many such futures alive as
+//! requests waiting on their upstreams, so it keeps up to [`KEEP`] freed blocks.
 
 use std::alloc::{self, Layout};
 use std::cell::RefCell;
